@@ -1,0 +1,11 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: 'node',
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }] },
+  testMatch: ['<rootDir>/test/**/*.test.ts'],
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  // Integration suites start and stop real services; keep them serial on a 2-core machine.
+  maxWorkers: 1,
+  testTimeout: 60000,
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+};

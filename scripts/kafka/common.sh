@@ -1,0 +1,79 @@
+# shellcheck shell=bash
+# Shared settings and helpers for scripts/kafka/{start,stop}.sh. Sourced, not run.
+#
+# Everything lives under <repo>/.kafka/ (gitignored); paths are derived from the
+# location of this file, never from the caller's working directory.
+
+KAFKA_SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$KAFKA_SCRIPT_DIR/../.." && pwd)"
+
+# Keep in sync with <kafka.version> in scripts/kafka/pom.xml.
+# 3.9.x on purpose: Kafka 4.x dropped the old protocol API versions kafkajs 2.2.4 uses.
+KAFKA_VERSION="3.9.2"
+
+KAFKA_HOST="127.0.0.1"
+KAFKA_PORT="9092"
+KAFKA_CONTROLLER_PORT="9093"
+
+KAFKA_HOME="$REPO_ROOT/.kafka"
+KAFKA_DATA_DIR="$KAFKA_HOME/data"
+KAFKA_LOG_DIR="$KAFKA_HOME/logs"
+KAFKA_PID_FILE="$KAFKA_HOME/kafka.pid"
+KAFKA_CONFIG="$KAFKA_HOME/server.properties"
+KAFKA_CLASSPATH_FILE="$KAFKA_HOME/classpath-$KAFKA_VERSION.txt"
+KAFKA_CLASSPATH_KEY_FILE="$KAFKA_HOME/classpath-$KAFKA_VERSION.key"
+KAFKA_POM="$KAFKA_SCRIPT_DIR/pom.xml"
+KAFKA_LOG4J_CONFIG="$KAFKA_SCRIPT_DIR/log4j.properties"
+
+# Small footprint: the machine has 2 cores shared with the test suite.
+: "${KAFKA_HEAP_OPTS:=-Xms128m -Xmx512m}"
+: "${KAFKA_START_TIMEOUT:=120}"
+: "${KAFKA_STOP_TIMEOUT:=30}"
+
+kafka_log() { printf '[kafka] %s\n' "$*"; }
+kafka_err() { printf '[kafka] %s\n' "$*" >&2; }
+
+# True if $1 is a live process that is the broker started from this checkout
+# (its command line names kafka.Kafka and our own server.properties).
+kafka_is_our_pid() {
+  local pid="$1" cmdline
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *" kafka.Kafka $KAFKA_CONFIG"* ]]
+}
+
+# Prints the pid from the pid file if that process is our broker.
+kafka_running_pid() {
+  local pid
+  [ -f "$KAFKA_PID_FILE" ] || return 1
+  pid="$(tr -dc '0-9' <"$KAFKA_PID_FILE")"
+  kafka_is_our_pid "$pid" || return 1
+  printf '%s\n' "$pid"
+}
+
+# Pids of brokers of this checkout that lost their pid file (found by exact
+# command line match on our server.properties path, not by a broad name).
+kafka_orphan_pids() {
+  local d pid
+  for d in /proc/[0-9]*; do
+    pid="${d#/proc/}"
+    if kafka_is_our_pid "$pid"; then printf '%s\n' "$pid"; fi
+  done
+}
+
+# True if something accepts TCP connections on host:port.
+kafka_port_open() {
+  local host="$1" port="$2"
+  (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
+}
+
+kafka_log_tail() {
+  local f
+  for f in "$KAFKA_LOG_DIR/kafka.out" "$KAFKA_LOG_DIR/server.log"; do
+    if [ -s "$f" ]; then
+      kafka_err "----- last lines of ${f#"$REPO_ROOT"/} -----"
+      tail -n "${1:-40}" "$f" >&2
+    fi
+  done
+}

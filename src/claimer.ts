@@ -1,0 +1,149 @@
+/**
+ * The claim contract: the only thing the consumer pipeline knows about a claim store.
+ *
+ * For each delivery the consumer calls `claim(key, options)` and gets one of three states:
+ * - `acquired`: this caller now holds a lease on the key and must settle the {@link Receipt}
+ *   (commit after the effect, or release so the key can be claimed again);
+ * - `done`: a previous owner committed; the stored result, if any, is attached;
+ * - `busy`: another owner holds a live lease.
+ *
+ * Rules every implementation follows (proved by `test/conformance/claimer-conformance.ts`):
+ * - a store failure rejects with {@link ClaimerUnavailableError}, never a guessed state;
+ * - a stored fingerprint that differs from the given one rejects with {@link KeyConflictError};
+ * - concurrent claims of one key give exactly one `acquired`;
+ * - the fencing token strictly increases each time a key is acquired, takeovers included;
+ * - a receipt's operations compare the owner token before acting (see {@link Receipt}).
+ */
+import type { ClaimerUnavailableError, KeyConflictError } from './errors';
+
+/** A JSON value, as stored with a commit. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/** Where the claimer keeps its state: process memory, or a store shared by every replica. */
+export type ClaimerKind = 'in_memory' | 'distributed';
+
+/** Options of one claim. Validated by {@link validateClaimOptions}. */
+export interface ClaimOptions {
+  /** How long the lease lives without an extend, in milliseconds. > 0. */
+  readonly leaseTtlMs: number;
+  /** How long a committed key is remembered as done, in milliseconds. ≥ leaseTtlMs. */
+  readonly doneTtlMs: number;
+  /**
+   * Optional digest of the payload. When the key's record holds a different fingerprint, the
+   * claim rejects with {@link KeyConflictError}. At most 128 characters.
+   */
+  readonly fingerprint?: string;
+}
+
+/** The three claim states. */
+export type ClaimState = 'acquired' | 'done' | 'busy';
+
+/** The answer to a claim. Every state carries a receipt; only `acquired` receipts hold a lease. */
+export type ClaimResult = AcquiredClaim | DoneClaim | BusyClaim;
+
+export interface AcquiredClaim {
+  readonly state: 'acquired';
+  readonly receipt: Receipt;
+  /** How many times this key was acquired, this time included (1 on the first attempt). */
+  readonly attempt: number;
+}
+
+export interface DoneClaim {
+  readonly state: 'done';
+  /** A non-acquired receipt: its operations reject with `NoLeaseError`. */
+  readonly receipt: Receipt;
+  /** The JSON result the committing owner stored, or undefined when it stored none. */
+  readonly result?: JsonValue;
+}
+
+export interface BusyClaim {
+  readonly state: 'busy';
+  /** A non-acquired receipt: its operations reject with `NoLeaseError`. */
+  readonly receipt: Receipt;
+}
+
+/**
+ * The handle on one claim.
+ *
+ * Compare-token-then-act: each operation acts only while the key is still this owner's.
+ * - After a takeover by a newer owner, `commit` and `extend` reject with `LeaseLostError`, and
+ *   `release` resolves without touching the new owner's lease. A lease-lost outcome is final:
+ *   repeating the call rejects with the same error.
+ * - A repeated `commit` (or `release`) after it succeeded resolves as a no-op.
+ * - `commit` after `release`, or `release` after `commit`, rejects with `ReceiptStateError`.
+ * - A transient store error rejects with `ClaimerUnavailableError` and leaves the receipt usable.
+ * - A lease that expired with no newer owner is still this owner's: commit and extend succeed.
+ * - On a non-acquired receipt (`done`, `busy`) every operation rejects with `NoLeaseError`.
+ */
+export interface Receipt {
+  readonly key: string;
+  /** True only for the receipt of an `acquired` claim. */
+  readonly acquired: boolean;
+  /** Random token identifying this owner; empty on a non-acquired receipt. */
+  readonly ownerToken: string;
+  /**
+   * Strictly increasing per key across acquisitions, takeovers included; 0 on a non-acquired
+   * receipt. Give it to a downstream store so it can refuse writes from an older owner.
+   */
+  readonly fencingToken: number;
+  /**
+   * Marks the key done for `doneTtlMs`, storing `result` (JSON, at most the claimer's
+   * `maxResultBytes`, default 4096 bytes UTF-8).
+   * @throws ResultTooLargeError before anything is written when the result is too large
+   * @throws LeaseLostError when a newer owner took the key
+   * @throws ReceiptStateError after release
+   * @throws ClaimerUnavailableError on a store failure (retriable)
+   * @throws NoLeaseError on a non-acquired receipt
+   */
+  commit(result?: JsonValue): Promise<void>;
+  /**
+   * Gives the key up so it can be claimed again at once. Leaves a newer owner's lease alone.
+   * @throws ReceiptStateError after commit
+   * @throws ClaimerUnavailableError on a store failure (retriable)
+   * @throws NoLeaseError on a non-acquired receipt
+   */
+  release(): Promise<void>;
+  /**
+   * Sets the lease to expire `ttlMs` milliseconds from now (store time).
+   * @throws LeaseLostError when a newer owner took the key
+   * @throws ReceiptStateError after commit or release
+   * @throws ClaimerUnavailableError on a store failure (retriable)
+   * @throws NoLeaseError on a non-acquired receipt
+   */
+  extend(ttlMs: number): Promise<void>;
+}
+
+/** One entry of a batch claim. */
+export interface ClaimRequest {
+  readonly key: string;
+  readonly options: ClaimOptions;
+}
+
+/** One answer of a batch claim: the result, or the error that claim alone rejected with. */
+export type ClaimManyEntry =
+  | { readonly ok: true; readonly result: ClaimResult }
+  | { readonly ok: false; readonly error: Error };
+
+/** A claim store. Implementations: `InMemoryClaimer` (core), `RedisClaimer` (`twophase/redis`). */
+export interface Claimer {
+  /** Reported by the implementation itself; startup validation relies on it. */
+  readonly kind: ClaimerKind;
+  /**
+   * Claims `key`.
+   * @throws InvalidKeyError for an empty, non-string or too long key
+   * @throws ConfigurationError for invalid TTLs
+   * @throws KeyConflictError when the stored fingerprint differs
+   * @throws ClaimerUnavailableError when the store fails or passes its deadline
+   */
+  claim(key: string, options: ClaimOptions): Promise<ClaimResult>;
+  /**
+   * Optional batch form: claims every request in one store round trip where the store allows.
+   * Entries come back in request order; one failing entry does not fail the others. Rejects as a
+   * whole only with {@link ClaimerUnavailableError}.
+   */
+  claimMany?(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]>;
+  /** Optional: checks the store at startup (reachability, eviction policy). Called by `start()`. */
+  ready?(): Promise<void>;
+}
+
+export type { ClaimerUnavailableError, KeyConflictError };

@@ -1,0 +1,169 @@
+/**
+ * Every error twophase throws. One base class with a stable `code`, a `retriable` flag and the
+ * underlying `cause`; `name` is the class name. Library code never throws a bare `Error`.
+ */
+
+/** Stable machine-readable codes, one per error class. */
+export type TwophaseErrorCode =
+  | 'CONFIGURATION'
+  | 'INVALID_KEY'
+  | 'KEY_CONFLICT'
+  | 'LEASE_LOST'
+  | 'NO_LEASE'
+  | 'RECEIPT_STATE'
+  | 'RESULT_TOO_LARGE'
+  | 'CLAIMER_UNAVAILABLE'
+  | 'DEPLOYMENT_VALIDATION'
+  | 'INVALID_MESSAGE'
+  | 'INVALID_DISPOSITION'
+  | 'RETRYABLE_HANDLER'
+  | 'PERMANENT_HANDLER'
+  | 'TIMEOUT'
+  | 'SHUTDOWN';
+
+/** Base class of every twophase error. */
+export class TwophaseError extends Error {
+  /** Stable code for programmatic checks (never parse `message`). */
+  readonly code: TwophaseErrorCode;
+  /** True when the same operation may succeed if tried again later. */
+  readonly retriable: boolean;
+
+  constructor(code: TwophaseErrorCode, message: string, options?: { cause?: unknown; retriable?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retriable = options?.retriable ?? false;
+  }
+}
+
+/** An option or a combination of options is invalid. Thrown at construction, never mid-flight. */
+export class ConfigurationError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONFIGURATION', message, options);
+  }
+}
+
+/** An idempotency key is empty, too long, not a string, or has characters a store refuses. */
+export class InvalidKeyError extends TwophaseError {
+  constructor(message: string) {
+    super('INVALID_KEY', message);
+  }
+}
+
+/** The key is known with a different payload fingerprint (same key, different message). */
+export class KeyConflictError extends TwophaseError {
+  constructor(
+    readonly key: string,
+    readonly storedFingerprint: string,
+    readonly givenFingerprint: string,
+  ) {
+    super('KEY_CONFLICT', `key "${key}" was claimed with a different payload fingerprint`);
+  }
+}
+
+/**
+ * The receipt's lease was taken over by a newer owner (higher fencing token). Final: repeating the
+ * operation repeats this error.
+ */
+export class LeaseLostError extends TwophaseError {
+  constructor(
+    readonly key: string,
+    readonly fencingToken: number,
+    operation: string,
+  ) {
+    super('LEASE_LOST', `${operation} refused: the lease on "${key}" (fencing token ${fencingToken}) was lost to a newer owner`);
+  }
+}
+
+/** An operation on a receipt that never held a lease (a `done` or `busy` claim). */
+export class NoLeaseError extends TwophaseError {
+  constructor(readonly key: string, operation: string, state: string) {
+    super('NO_LEASE', `${operation} refused: the claim on "${key}" is ${state}, it holds no lease`);
+  }
+}
+
+/** An operation that contradicts an earlier one on the same receipt (commit after release, …). */
+export class ReceiptStateError extends TwophaseError {
+  constructor(readonly key: string, operation: string, settledAs: string) {
+    super('RECEIPT_STATE', `${operation} refused: the receipt for "${key}" was already ${settledAs}`);
+  }
+}
+
+/** The JSON result given to `commit` is larger than the configured bound. Nothing was written. */
+export class ResultTooLargeError extends TwophaseError {
+  constructor(readonly sizeBytes: number, readonly maxBytes: number) {
+    super('RESULT_TOO_LARGE', `commit result is ${sizeBytes} bytes, more than the ${maxBytes}-byte limit`);
+  }
+}
+
+/** The claim store could not be reached or did not answer in time. Retriable. */
+export class ClaimerUnavailableError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CLAIMER_UNAVAILABLE', message, { cause: options?.cause, retriable: true });
+  }
+}
+
+/** Startup checks found the claimer unfit for the declared deployment. Lists every problem. */
+export class DeploymentValidationError extends TwophaseError {
+  constructor(readonly problems: readonly string[]) {
+    super('DEPLOYMENT_VALIDATION', `deployment validation failed:\n- ${problems.join('\n- ')}`);
+  }
+}
+
+/** A delivery cannot be handled at all (undecodable body, missing or bad key). Dead-lettered. */
+export class InvalidMessageError extends TwophaseError {
+  constructor(
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('INVALID_MESSAGE', message, options);
+  }
+}
+
+/** A handler returned something that is not a disposition. Never treated as an implicit ack. */
+export class InvalidDispositionError extends TwophaseError {
+  constructor(received: unknown) {
+    super('INVALID_DISPOSITION', `handler returned ${describe(received)}, not a disposition (ack(), requeue() or reject())`);
+  }
+}
+
+/** Throw from a handler to ask for a retry (release, requeue with backoff, up to maxAttempts). */
+export class RetryableError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('RETRYABLE_HANDLER', message, { cause: options?.cause, retriable: true });
+  }
+}
+
+/** Throw from a handler when retrying cannot help: release and dead-letter at once. */
+export class PermanentError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('PERMANENT_HANDLER', message, options);
+  }
+}
+
+/** An operation passed its own deadline. Retriable. */
+export class TimeoutError extends TwophaseError {
+  constructor(message: string) {
+    super('TIMEOUT', message, { retriable: true });
+  }
+}
+
+/** Work was interrupted because the consumer is shutting down. */
+export class ShutdownError extends TwophaseError {
+  constructor(message = 'consumer is shutting down') {
+    super('SHUTDOWN', message, { retriable: true });
+  }
+}
+
+/** True when `error` is a twophase error flagged retriable (store outages, timeouts, retryable handler errors). */
+export function isRetriable(error: unknown): boolean {
+  return error instanceof TwophaseError && error.retriable;
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return `an object (${Object.keys(value as object).slice(0, 5).join(', ') || 'no keys'})`;
+  return `${typeof value} ${String(value).slice(0, 40)}`;
+}

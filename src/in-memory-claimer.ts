@@ -1,0 +1,191 @@
+/**
+ * InMemoryClaimer: the claim contract in process memory.
+ *
+ * For tests, the embedded demo and single-replica deployments. Its kind is `in_memory`: startup
+ * validation refuses it when more than one replica is declared, since each replica would keep
+ * its own claims and let duplicates through.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult } from './claimer';
+import { type Clock, monotonicClock } from './clock';
+import { ConfigurationError, KeyConflictError } from './errors';
+import { validateClaimOptions, validateKey } from './keys';
+import { DEFAULT_MAX_RESULT_BYTES } from './limits';
+import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt } from './receipt';
+import { decodeResult } from './result-codec';
+
+/** Options of {@link InMemoryClaimer}. */
+export interface InMemoryClaimerOptions {
+  /** Time source in milliseconds. Default: monotonic `performance.now()`; inject one in tests. */
+  readonly clock?: Clock;
+  /** Largest commit result in bytes of UTF-8 JSON. Default 4096. */
+  readonly maxResultBytes?: number;
+  /** Records inspected for expiry per claim by the amortised sweep. Default 4. */
+  readonly sweepPerClaim?: number;
+}
+
+interface KeyRecord {
+  state: 'leased' | 'done' | 'released';
+  owner: string;
+  fence: number;
+  attempts: number;
+  fingerprint: string | undefined;
+  result: string | undefined;
+  /** Lease or done expiry, clock ms. */
+  expiresAt: number;
+  /** When the record may be forgotten (attempt count and fingerprint kept until then), clock ms. */
+  retainUntil: number;
+}
+
+/**
+ * Map-based claimer.
+ *
+ * - Fencing tokens come from one counter per claimer instance, so they strictly increase per key
+ *   (and across keys) for the life of the instance.
+ * - Expiry is lazy (checked on access) plus an amortised sweep of a few records per claim, so
+ *   memory is bounded by keys seen within their done TTL; no timer keeps the process alive.
+ * - A record whose lease expired keeps its attempt count until `doneTtlMs` after its last claim.
+ */
+export class InMemoryClaimer implements Claimer {
+  readonly kind = 'in_memory' as const;
+  private readonly records = new Map<string, KeyRecord>();
+  private readonly clock: Clock;
+  private readonly maxResultBytes: number;
+  private readonly sweepPerClaim: number;
+  private fenceCounter = 0;
+  private sweepCursor: Iterator<[string, KeyRecord]> | undefined;
+  private readonly operations: LeaseOperations = {
+    commit: async (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
+    release: async (lease) => this.releaseLease(lease),
+    extend: async (lease, ttlMs) => this.extendLease(lease, ttlMs),
+  };
+
+  /** @throws ConfigurationError for a non-positive maxResultBytes or sweepPerClaim */
+  constructor(options: InMemoryClaimerOptions = {}) {
+    this.clock = options.clock ?? monotonicClock;
+    this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
+    this.sweepPerClaim = options.sweepPerClaim ?? 4;
+    if (!Number.isInteger(this.maxResultBytes) || this.maxResultBytes <= 0) {
+      throw new ConfigurationError(`maxResultBytes must be a positive integer, got ${this.maxResultBytes}`);
+    }
+    if (!Number.isInteger(this.sweepPerClaim) || this.sweepPerClaim < 1) {
+      throw new ConfigurationError(`sweepPerClaim must be an integer ≥ 1, got ${this.sweepPerClaim}`);
+    }
+  }
+
+  /** Number of records held (live leases, done keys, and retained attempt counts). */
+  get size(): number {
+    return this.records.size;
+  }
+
+  claim(key: string, options: ClaimOptions): Promise<ClaimResult> {
+    try {
+      return Promise.resolve(this.claimNow(key, options));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
+    return requests.map((request) => {
+      try {
+        return { ok: true as const, result: this.claimNow(request.key, request.options) };
+      } catch (error) {
+        return { ok: false as const, error: error as Error };
+      }
+    });
+  }
+
+  private claimNow(key: string, options: ClaimOptions): ClaimResult {
+    validateKey(key);
+    validateClaimOptions(options);
+    this.sweep();
+    const now = this.clock.now();
+    let record = this.live(key, now);
+    if (record?.state === 'done' && now >= record.expiresAt) {
+      this.records.delete(key);
+      record = undefined;
+    }
+    if (record && options.fingerprint !== undefined && record.fingerprint !== undefined && record.fingerprint !== options.fingerprint) {
+      throw new KeyConflictError(key, record.fingerprint, options.fingerprint);
+    }
+    if (record?.state === 'done') {
+      return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: decodeResult(record.result) };
+    }
+    if (record?.state === 'leased' && now < record.expiresAt) {
+      return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
+    }
+    const next: KeyRecord = {
+      state: 'leased',
+      owner: randomUUID(),
+      fence: ++this.fenceCounter,
+      attempts: (record?.attempts ?? 0) + 1,
+      fingerprint: options.fingerprint ?? record?.fingerprint,
+      result: undefined,
+      expiresAt: now + options.leaseTtlMs,
+      retainUntil: now + options.doneTtlMs,
+    };
+    this.records.set(key, next);
+    const lease: LeaseIdentity = { key, ownerToken: next.owner, fencingToken: next.fence };
+    return { state: 'acquired', receipt: new LeaseReceipt(lease, this.operations, options.doneTtlMs, this.maxResultBytes), attempt: next.attempts };
+  }
+
+  private commitLease(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): LeaseOutcome {
+    const now = this.clock.now();
+    const record = this.owned(lease, now);
+    if (!record || record.state === 'released') return 'lost';
+    if (record.state === 'done') return 'ok';
+    record.state = 'done';
+    record.result = resultJson;
+    record.expiresAt = now + doneTtlMs;
+    record.retainUntil = record.expiresAt;
+    return 'ok';
+  }
+
+  private releaseLease(lease: LeaseIdentity): LeaseOutcome {
+    const now = this.clock.now();
+    const record = this.owned(lease, now);
+    if (!record || record.state !== 'leased') return record?.state === 'released' ? 'ok' : 'lost';
+    record.state = 'released';
+    record.expiresAt = now;
+    return 'ok';
+  }
+
+  private extendLease(lease: LeaseIdentity, ttlMs: number): LeaseOutcome {
+    const now = this.clock.now();
+    const record = this.owned(lease, now);
+    if (!record || record.state !== 'leased') return 'lost';
+    record.expiresAt = now + ttlMs;
+    record.retainUntil = Math.max(record.retainUntil, record.expiresAt);
+    return 'ok';
+  }
+
+  private owned(lease: LeaseIdentity, now: number): KeyRecord | undefined {
+    const record = this.live(lease.key, now);
+    if (!record || record.owner !== lease.ownerToken || record.fence !== lease.fencingToken) return undefined;
+    return record;
+  }
+
+  private live(key: string, now: number): KeyRecord | undefined {
+    const record = this.records.get(key);
+    if (record && now >= record.retainUntil) {
+      this.records.delete(key);
+      return undefined;
+    }
+    return record;
+  }
+
+  private sweep(): void {
+    const now = this.clock.now();
+    for (let i = 0; i < this.sweepPerClaim; i++) {
+      this.sweepCursor ??= this.records.entries();
+      const next = this.sweepCursor.next();
+      if (next.done) {
+        this.sweepCursor = undefined;
+        return;
+      }
+      const [key, record] = next.value;
+      if (now >= record.retainUntil) this.records.delete(key);
+    }
+  }
+}

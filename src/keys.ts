@@ -1,0 +1,78 @@
+/**
+ * Idempotency keys: validation, namespacing and digests.
+ */
+import { createHash } from 'node:crypto';
+import { ConfigurationError, InvalidKeyError } from './errors';
+import type { ClaimOptions } from './claimer';
+import {
+  MAX_DONE_TTL_MS,
+  MAX_FINGERPRINT_LENGTH,
+  MAX_KEY_BYTES,
+  MAX_LEASE_TTL_MS,
+  MIN_LEASE_TTL_MS,
+} from './limits';
+
+/**
+ * Checks that `key` is a non-empty string of at most {@link MAX_KEY_BYTES} bytes (UTF-8) with
+ * no NUL character.
+ * @throws InvalidKeyError otherwise
+ */
+export function validateKey(key: unknown): asserts key is string {
+  if (typeof key !== 'string') throw new InvalidKeyError(`key must be a string, got ${typeof key}`);
+  if (key.length === 0) throw new InvalidKeyError('key must not be empty');
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes > MAX_KEY_BYTES) {
+    throw new InvalidKeyError(`key is ${bytes} bytes, more than ${MAX_KEY_BYTES}; digest long keys with digestKey()`);
+  }
+  if (key.includes('\u0000')) throw new InvalidKeyError('key must not contain NUL characters');
+}
+
+/**
+ * Joins a namespace (a consumer group, or a handler name) and a message key, so two consumer
+ * groups never deduplicate each other: `namespaceKey('billing', 'order-7')` → `billing:order-7`.
+ * A `:` inside the namespace is escaped as `\:` so `a:b` + `c` never equals `a` + `b:c`.
+ * @throws InvalidKeyError when the namespace is empty or the result is not a valid key
+ */
+export function namespaceKey(namespace: string, key: string): string {
+  if (typeof namespace !== 'string' || namespace.length === 0) {
+    throw new InvalidKeyError('namespace must be a non-empty string');
+  }
+  const joined = `${namespace.replace(/\\/g, '\\\\').replace(/:/g, '\\:')}:${key}`;
+  validateKey(joined);
+  return joined;
+}
+
+/**
+ * Replaces a key by `sha256:` + the hex SHA-256 digest of its UTF-8 bytes (71 characters).
+ * Use for keys that may be longer than {@link MAX_KEY_BYTES} or hold binary data.
+ */
+export function digestKey(key: string | Uint8Array): string {
+  return `sha256:${createHash('sha256').update(key).digest('hex')}`;
+}
+
+/**
+ * Checks claim TTLs and the fingerprint: `MIN_LEASE_TTL_MS ≤ leaseTtlMs ≤ MAX_LEASE_TTL_MS`,
+ * `leaseTtlMs ≤ doneTtlMs ≤ MAX_DONE_TTL_MS`, integers; fingerprint ≤ 128 characters.
+ * @throws ConfigurationError naming the field and the value
+ */
+export function validateClaimOptions(options: ClaimOptions): void {
+  const { leaseTtlMs, doneTtlMs, fingerprint } = options ?? ({} as ClaimOptions);
+  checkTtl('leaseTtlMs', leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
+  checkTtl('doneTtlMs', doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
+  if (doneTtlMs < leaseTtlMs) {
+    throw new ConfigurationError(`doneTtlMs (${doneTtlMs}) must be ≥ leaseTtlMs (${leaseTtlMs})`);
+  }
+  if (fingerprint !== undefined && (typeof fingerprint !== 'string' || fingerprint.length > MAX_FINGERPRINT_LENGTH)) {
+    throw new ConfigurationError(`fingerprint must be a string of at most ${MAX_FINGERPRINT_LENGTH} characters`);
+  }
+}
+
+/**
+ * Checks one TTL field: an integer number of milliseconds within [min, max].
+ * @throws ConfigurationError naming the field and the value
+ */
+export function checkTtl(field: string, value: unknown, min: number, max: number): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigurationError(`${field} must be an integer number of milliseconds in [${min}, ${max}], got ${String(value)}`);
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * Receipts: the settlement rules of the claim contract, written once for every claimer.
+ *
+ * A claimer supplies the store primitives ({@link LeaseOperations}); {@link LeaseReceipt} turns
+ * them into the contract's repeat and ordering rules, so every claimer behaves the same.
+ */
+import type { JsonValue, Receipt } from './claimer';
+import {
+  ClaimerUnavailableError,
+  LeaseLostError,
+  NoLeaseError,
+  ReceiptStateError,
+  TwophaseError,
+} from './errors';
+import { checkTtl } from './keys';
+import { MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
+import { encodeResult } from './result-codec';
+
+/** What a store primitive reports: it acted, or the key belongs to a newer owner. */
+export type LeaseOutcome = 'ok' | 'lost';
+
+/** Identity of one acquisition of a key. */
+export interface LeaseIdentity {
+  readonly key: string;
+  readonly ownerToken: string;
+  readonly fencingToken: number;
+}
+
+/**
+ * Store primitives behind a receipt. Each acts only when the record is still this owner's
+ * (same owner token, no newer fencing token) and reports `lost` otherwise. Transient failures
+ * reject with {@link ClaimerUnavailableError}.
+ */
+export interface LeaseOperations {
+  /** Marks the key done for `doneTtlMs` ms with the encoded JSON result (or none). */
+  commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome>;
+  /** Deletes this owner's lease so the key can be claimed again. */
+  release(lease: LeaseIdentity): Promise<LeaseOutcome>;
+  /** Sets this owner's lease to expire `ttlMs` ms from now. */
+  extend(lease: LeaseIdentity, ttlMs: number): Promise<LeaseOutcome>;
+}
+
+type Settled = 'committed' | 'released' | 'lost';
+
+/** The receipt of an acquired claim. Operations on one receipt run one at a time, in call order. */
+export class LeaseReceipt implements Receipt {
+  readonly acquired = true;
+  private settled: Settled | undefined;
+  private lostError: LeaseLostError | undefined;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly lease: LeaseIdentity,
+    private readonly operations: LeaseOperations,
+    private readonly doneTtlMs: number,
+    private readonly maxResultBytes: number,
+  ) {}
+
+  get key(): string {
+    return this.lease.key;
+  }
+
+  get ownerToken(): string {
+    return this.lease.ownerToken;
+  }
+
+  get fencingToken(): number {
+    return this.lease.fencingToken;
+  }
+
+  commit(result?: JsonValue): Promise<void> {
+    // Size check before anything is queued or written.
+    let encoded: string | undefined;
+    try {
+      encoded = encodeResult(result, this.maxResultBytes);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.serial(async () => {
+      if (this.settled === 'committed') return;
+      if (this.settled === 'released') throw new ReceiptStateError(this.key, 'commit', 'released');
+      if (this.settled === 'lost') throw this.lostError!;
+      const outcome = await this.call(() => this.operations.commit(this.lease, encoded, this.doneTtlMs));
+      if (outcome === 'lost') throw this.markLost('commit');
+      this.settled = 'committed';
+    });
+  }
+
+  release(): Promise<void> {
+    return this.serial(async () => {
+      if (this.settled === 'released' || this.settled === 'lost') return;
+      if (this.settled === 'committed') throw new ReceiptStateError(this.key, 'release', 'committed');
+      const outcome = await this.call(() => this.operations.release(this.lease));
+      if (outcome === 'lost') {
+        this.markLost('release');
+        return;
+      }
+      this.settled = 'released';
+    });
+  }
+
+  extend(ttlMs: number): Promise<void> {
+    try {
+      checkTtl('ttlMs', ttlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.serial(async () => {
+      if (this.settled === 'lost') throw this.lostError!;
+      if (this.settled) throw new ReceiptStateError(this.key, 'extend', this.settled);
+      const outcome = await this.call(() => this.operations.extend(this.lease, ttlMs));
+      if (outcome === 'lost') throw this.markLost('extend');
+    });
+  }
+
+  private markLost(operation: string): LeaseLostError {
+    this.settled = 'lost';
+    this.lostError ??= new LeaseLostError(this.key, this.fencingToken, operation);
+    return this.lostError;
+  }
+
+  private async call(fn: () => Promise<LeaseOutcome>): Promise<LeaseOutcome> {
+    try {
+      return await fn();
+    } catch (error) {
+      if (error instanceof TwophaseError) throw error;
+      throw new ClaimerUnavailableError(`claim store failed on "${this.key}": ${(error as Error)?.message ?? String(error)}`, { cause: error });
+    }
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(fn, fn);
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+}
+
+/** The receipt of a `done` or `busy` claim: it holds no lease, so every operation rejects. */
+export class NonAcquiredReceipt implements Receipt {
+  readonly acquired = false;
+  readonly ownerToken = '';
+  readonly fencingToken = 0;
+
+  constructor(
+    readonly key: string,
+    private readonly state: 'done' | 'busy',
+  ) {}
+
+  commit(): Promise<void> {
+    return Promise.reject(new NoLeaseError(this.key, 'commit', this.state));
+  }
+
+  release(): Promise<void> {
+    return Promise.reject(new NoLeaseError(this.key, 'release', this.state));
+  }
+
+  extend(): Promise<void> {
+    return Promise.reject(new NoLeaseError(this.key, 'extend', this.state));
+  }
+}

@@ -1,0 +1,275 @@
+/**
+ * The claimer conformance suite: one jest suite that proves the claim contract against any
+ * Claimer. Call `describeClaimerConformance(name, factory)` from a test file.
+ *
+ * The factory returns a fresh claimer (in its own namespace), a way to let time pass (a fake
+ * clock, or a real sleep for stores that judge expiry themselves), the lease TTL the suite
+ * should use, and a cleanup.
+ */
+import {
+  type Claimer,
+  type ClaimResult,
+  ConfigurationError,
+  InvalidKeyError,
+  KeyConflictError,
+  LeaseLostError,
+  MAX_KEY_BYTES,
+  NoLeaseError,
+  ReceiptStateError,
+  ResultTooLargeError,
+} from '../../src';
+
+export interface ClaimerHarness {
+  readonly claimer: Claimer;
+  /** Lets `ms` milliseconds pass for the claimer. */
+  advance(ms: number): Promise<void>;
+  /** Lease TTL the suite uses, in ms; expiry is tested by advancing past it. */
+  readonly leaseTtlMs: number;
+  cleanup(): Promise<void>;
+}
+
+export type ClaimerFactory = () => Promise<ClaimerHarness>;
+
+function acquired(result: ClaimResult) {
+  if (result.state !== 'acquired') throw new Error(`expected acquired, got ${result.state}`);
+  return result;
+}
+
+export function describeClaimerConformance(name: string, factory: ClaimerFactory): void {
+  describe(`claimer conformance: ${name}`, () => {
+    let h: ClaimerHarness;
+    let ttl: number;
+    let opts: { leaseTtlMs: number; doneTtlMs: number };
+    let n = 0;
+    const key = (label: string) => `conf-${label}-${++n}`;
+
+    beforeEach(async () => {
+      h = await factory();
+      ttl = h.leaseTtlMs;
+      opts = { leaseTtlMs: ttl, doneTtlMs: ttl * 100 };
+    });
+    afterEach(async () => {
+      await h.cleanup();
+    });
+
+    test('reports a known kind', () => {
+      expect(['in_memory', 'distributed']).toContain(h.claimer.kind);
+    });
+
+    test('a first claim is acquired with attempt 1, an owner token and a positive fencing token', async () => {
+      const r = acquired(await h.claimer.claim(key('first'), opts));
+      expect(r.attempt).toBe(1);
+      expect(r.receipt.acquired).toBe(true);
+      expect(r.receipt.ownerToken).not.toBe('');
+      expect(r.receipt.fencingToken).toBeGreaterThan(0);
+    });
+
+    test('concurrent claims of one key give exactly one acquired, the rest busy', async () => {
+      const k = key('race');
+      const results = await Promise.all(Array.from({ length: 25 }, () => h.claimer.claim(k, opts)));
+      expect(results.filter((r) => r.state === 'acquired')).toHaveLength(1);
+      expect(results.filter((r) => r.state === 'busy')).toHaveLength(24);
+    });
+
+    test('commit then claim gives done with the stored result', async () => {
+      const k = key('commit');
+      const r = acquired(await h.claimer.claim(k, opts));
+      await r.receipt.commit({ reply: 'ok', n: 7, nested: [1, null, 'x'] });
+      const again = await h.claimer.claim(k, opts);
+      expect(again.state).toBe('done');
+      expect(again.state === 'done' && again.result).toEqual({ reply: 'ok', n: 7, nested: [1, null, 'x'] });
+      expect(again.receipt.acquired).toBe(false);
+    });
+
+    test('commit without a result gives done with no result', async () => {
+      const k = key('commit-empty');
+      await acquired(await h.claimer.claim(k, opts)).receipt.commit();
+      const again = await h.claimer.claim(k, opts);
+      expect(again.state).toBe('done');
+      expect(again.state === 'done' ? again.result : 'x').toBeUndefined();
+    });
+
+    test('release makes the key claimable again, with a higher fencing token and attempt 2', async () => {
+      const k = key('release');
+      const first = acquired(await h.claimer.claim(k, opts));
+      await first.receipt.release();
+      const second = acquired(await h.claimer.claim(k, opts));
+      expect(second.receipt.fencingToken).toBeGreaterThan(first.receipt.fencingToken);
+      expect(second.attempt).toBe(2);
+    });
+
+    test('a live lease makes other claims busy', async () => {
+      const k = key('busy');
+      acquired(await h.claimer.claim(k, opts));
+      const other = await h.claimer.claim(k, opts);
+      expect(other.state).toBe('busy');
+    });
+
+    test('S19: after expiry and takeover the stale owner cannot commit, extend or release over the new owner', async () => {
+      const k = key('takeover');
+      const a = acquired(await h.claimer.claim(k, opts));
+      await h.advance(ttl * 1.5);
+      const b = acquired(await h.claimer.claim(k, opts));
+      expect(b.receipt.fencingToken).toBeGreaterThan(a.receipt.fencingToken);
+      expect(b.attempt).toBe(2);
+
+      await expect(a.receipt.extend(ttl)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(a.receipt.commit({ by: 'a' })).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(a.receipt.release()).resolves.toBeUndefined();
+
+      // B's lease is untouched: still busy for others, and B can commit.
+      expect((await h.claimer.claim(k, opts)).state).toBe('busy');
+      await b.receipt.commit({ by: 'b' });
+      const after = await h.claimer.claim(k, opts);
+      expect(after.state === 'done' && after.result).toEqual({ by: 'b' });
+    });
+
+    test('a lease-lost outcome is final: repeating commit or extend repeats LeaseLostError', async () => {
+      const k = key('lost-final');
+      const a = acquired(await h.claimer.claim(k, opts));
+      await h.advance(ttl * 1.5);
+      const b = acquired(await h.claimer.claim(k, opts));
+      await expect(a.receipt.commit()).rejects.toBeInstanceOf(LeaseLostError);
+      await b.receipt.release(); // even once B leaves, A's receipt stays lost
+      await expect(a.receipt.commit()).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(a.receipt.extend(ttl)).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    test('an expired lease that nobody took over can still be committed by its owner', async () => {
+      const k = key('expired-kept');
+      const a = acquired(await h.claimer.claim(k, opts));
+      await h.advance(ttl * 1.5);
+      await a.receipt.commit('late');
+      const again = await h.claimer.claim(k, opts);
+      expect(again.state === 'done' && again.result).toBe('late');
+    });
+
+    test('extend keeps the lease alive past its first TTL', async () => {
+      const k = key('extend');
+      const a = acquired(await h.claimer.claim(k, opts));
+      await h.advance(ttl * 0.6);
+      await a.receipt.extend(ttl);
+      await h.advance(ttl * 0.6);
+      expect((await h.claimer.claim(k, opts)).state).toBe('busy');
+    });
+
+    test('done expires after doneTtlMs and the key is claimable again', async () => {
+      const k = key('done-expiry');
+      const short = { leaseTtlMs: ttl, doneTtlMs: ttl * 2 };
+      const a = acquired(await h.claimer.claim(k, short));
+      await a.receipt.commit();
+      expect((await h.claimer.claim(k, short)).state).toBe('done');
+      await h.advance(ttl * 3);
+      const b = acquired(await h.claimer.claim(k, short));
+      expect(b.receipt.fencingToken).toBeGreaterThan(a.receipt.fencingToken);
+    });
+
+    test('repeat rules: a second commit or release is a no-op; commit after release and release after commit are errors', async () => {
+      const c = acquired(await h.claimer.claim(key('repeat-c'), opts));
+      await c.receipt.commit({ v: 1 });
+      await expect(c.receipt.commit({ v: 2 })).resolves.toBeUndefined();
+      await expect(c.receipt.release()).rejects.toBeInstanceOf(ReceiptStateError);
+      await expect(c.receipt.extend(ttl)).rejects.toBeInstanceOf(ReceiptStateError);
+      const done = await h.claimer.claim(c.receipt.key, opts);
+      expect(done.state === 'done' && done.result).toEqual({ v: 1 });
+
+      const r = acquired(await h.claimer.claim(key('repeat-r'), opts));
+      await r.receipt.release();
+      await expect(r.receipt.release()).resolves.toBeUndefined();
+      await expect(r.receipt.commit()).rejects.toBeInstanceOf(ReceiptStateError);
+      await expect(r.receipt.extend(ttl)).rejects.toBeInstanceOf(ReceiptStateError);
+    });
+
+    test('done and busy claims carry a receipt whose operations reject with NoLeaseError', async () => {
+      const k = key('nolease');
+      const a = acquired(await h.claimer.claim(k, opts));
+      const busy = await h.claimer.claim(k, opts);
+      expect(busy.state).toBe('busy');
+      await expect(busy.receipt.commit()).rejects.toBeInstanceOf(NoLeaseError);
+      await expect(busy.receipt.release()).rejects.toBeInstanceOf(NoLeaseError);
+      await expect(busy.receipt.extend(ttl)).rejects.toBeInstanceOf(NoLeaseError);
+      await a.receipt.commit();
+      const done = await h.claimer.claim(k, opts);
+      expect(done.state).toBe('done');
+      await expect(done.receipt.commit()).rejects.toBeInstanceOf(NoLeaseError);
+      await expect(done.receipt.release()).rejects.toBeInstanceOf(NoLeaseError);
+      await expect(done.receipt.extend(ttl)).rejects.toBeInstanceOf(NoLeaseError);
+    });
+
+    test('a different fingerprint for a known key rejects with KeyConflictError; the same one does not', async () => {
+      const k = key('fp');
+      const a = acquired(await h.claimer.claim(k, { ...opts, fingerprint: 'aaa' }));
+      await expect(h.claimer.claim(k, { ...opts, fingerprint: 'bbb' })).rejects.toBeInstanceOf(KeyConflictError);
+      expect((await h.claimer.claim(k, { ...opts, fingerprint: 'aaa' })).state).toBe('busy');
+      await a.receipt.commit();
+      await expect(h.claimer.claim(k, { ...opts, fingerprint: 'bbb' })).rejects.toBeInstanceOf(KeyConflictError);
+      expect((await h.claimer.claim(k, { ...opts, fingerprint: 'aaa' })).state).toBe('done');
+    });
+
+    test('a result larger than the bound is refused before anything is written', async () => {
+      const k = key('big');
+      const a = acquired(await h.claimer.claim(k, opts));
+      await expect(a.receipt.commit('x'.repeat(5000))).rejects.toBeInstanceOf(ResultTooLargeError);
+      expect((await h.claimer.claim(k, opts)).state).toBe('busy');
+      await a.receipt.commit('small');
+      const done = await h.claimer.claim(k, opts);
+      expect(done.state === 'done' && done.result).toBe('small');
+    });
+
+    test('keys: empty, non-string and too long keys are refused with InvalidKeyError', async () => {
+      await expect(h.claimer.claim('', opts)).rejects.toBeInstanceOf(InvalidKeyError);
+      await expect(h.claimer.claim(42 as unknown as string, opts)).rejects.toBeInstanceOf(InvalidKeyError);
+      await expect(h.claimer.claim('k'.repeat(MAX_KEY_BYTES + 1), opts)).rejects.toBeInstanceOf(InvalidKeyError);
+      // multi-byte characters count in bytes
+      await expect(h.claimer.claim('é'.repeat(MAX_KEY_BYTES / 2 + 1), opts)).rejects.toBeInstanceOf(InvalidKeyError);
+      expect((await h.claimer.claim(`${key('unicode')}-ключ-鍵-🔑`, opts)).state).toBe('acquired');
+    });
+
+    test('TTLs: a non-positive lease or a done TTL shorter than the lease is a ConfigurationError', async () => {
+      await expect(h.claimer.claim(key('ttl'), { leaseTtlMs: 0, doneTtlMs: 1000 })).rejects.toBeInstanceOf(ConfigurationError);
+      await expect(h.claimer.claim(key('ttl'), { leaseTtlMs: 5000, doneTtlMs: 1000 })).rejects.toBeInstanceOf(ConfigurationError);
+      await expect(h.claimer.claim(key('ttl'), { leaseTtlMs: 1.5, doneTtlMs: 1000 })).rejects.toBeInstanceOf(ConfigurationError);
+      const a = acquired(await h.claimer.claim(key('ttl-ok'), opts));
+      await expect(a.receipt.extend(-1)).rejects.toBeInstanceOf(ConfigurationError);
+    });
+
+    test('fencing tokens strictly increase across successive acquisitions of one key', async () => {
+      const k = key('fence');
+      const tokens: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const r = acquired(await h.claimer.claim(k, opts));
+        tokens.push(r.receipt.fencingToken);
+        await r.receipt.release();
+      }
+      const expiring = acquired(await h.claimer.claim(k, opts));
+      tokens.push(expiring.receipt.fencingToken);
+      await h.advance(ttl * 1.5);
+      tokens.push(acquired(await h.claimer.claim(k, opts)).receipt.fencingToken);
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
+    });
+
+    test('claimMany, where supported, answers each request in order with its own outcome', async () => {
+      if (!h.claimer.claimMany) return; // optional part of the contract
+      const held = key('many-held');
+      acquired(await h.claimer.claim(held, opts));
+      const doneKey = key('many-done');
+      await acquired(await h.claimer.claim(doneKey, opts)).receipt.commit(5);
+      const fresh = key('many-fresh');
+      const entries = await h.claimer.claimMany([
+        { key: fresh, options: opts },
+        { key: held, options: opts },
+        { key: doneKey, options: opts },
+        { key: '', options: opts },
+        { key: fresh, options: opts },
+      ]);
+      expect(entries).toHaveLength(5);
+      const states = entries.map((e) => (e.ok ? e.result.state : e.error.constructor.name));
+      expect(states).toEqual(['acquired', 'busy', 'done', 'InvalidKeyError', 'busy']);
+      const d = entries[2]!;
+      expect(d.ok && d.result.state === 'done' && d.result.result).toBe(5);
+      const first = entries[0]!;
+      if (first.ok && first.result.state === 'acquired') await first.result.receipt.commit();
+      expect((await h.claimer.claim(fresh, opts)).state).toBe('done');
+    });
+  });
+}
