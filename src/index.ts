@@ -10,3 +10,34 @@ export { encodeResult, decodeResult } from './result-codec';
 export { type Clock, monotonicClock } from './clock';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
 export { InMemoryClaimer, type InMemoryClaimerOptions } from './in-memory-claimer';
+export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './delivery';
+export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './settler';
+export { type Disposition, ack, requeue, reject, isDisposition } from './disposition';
+export { type Logger, consoleWarnLogger, silentLogger } from './logger';
+export {
+  OUTCOMES,
+  type Outcome,
+  type AuxiliaryEvent,
+  type ConsumerEvent,
+  type ConsumerObserver,
+  type DeliveryObservation,
+  type DeliveryInfo,
+  type DeliveryResult,
+  type PipelineStep,
+  type SettleAction,
+} from './observer';
+export { type BackoffPolicy, backoffDelay, sleep, withDeadline, retryWithin } from './retry';
+export { KeepAlive, type KeepAliveOptions } from './keep-alive';
+export { IDEMPOTENCY_KEY_HEADER, defaultMessageKey } from './message-key';
+export type { MessageSource, DeliverySink, PreparedClaim } from './source';
+export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
+export {
+  type ConsumerOptions,
+  type ResolvedConsumerOptions,
+  CONSUMER_DEFAULTS,
+  DEFAULT_RETRY_BACKOFF,
+  DEFAULT_CLAIM_BACKOFF,
+  resolveConsumerOptions,
+} from './consumer-options';
+export { truncateErrorMessage, errorType } from './settlement';
+export { ConsumerBase, type ConsumerHealth, type ConsumerState } from './consumer-base';

@@ -1,0 +1,512 @@
+/**
+ * ConsumerBase: subclass it, implement `handle`, and every delivery runs
+ * validate → derive key → claim → handle → settle, per the settlement table in README.md.
+ */
+import { performance } from 'node:perf_hooks';
+import type { AcquiredClaim, ClaimResult, JsonValue } from './claimer';
+import { type ConsumerOptions, resolveConsumerOptions, type ResolvedConsumerOptions } from './consumer-options';
+import type { Delivery, HandlerContext, Message } from './delivery';
+import { type Disposition, isDisposition } from './disposition';
+import {
+  ConfigurationError,
+  InvalidDispositionError,
+  InvalidKeyError,
+  InvalidMessageError,
+  isRetriable,
+  KeyConflictError,
+  LeaseLostError,
+  PermanentError,
+  ShutdownError,
+  TimeoutError,
+} from './errors';
+import { KeepAlive } from './keep-alive';
+import { namespaceKey, validateKey } from './keys';
+import { consoleWarnLogger, type Logger } from './logger';
+import { defaultMessageKey } from './message-key';
+import {
+  type ConsumerEvent,
+  type DeliveryResult,
+  DeliveryTrace,
+  ObservationFanout,
+  type Outcome,
+} from './observer';
+import { backoffDelay, sleep } from './retry';
+import { Semaphore } from './semaphore';
+import { commitWithin, errorType, releaseWithin, truncateErrorMessage } from './settlement';
+import type { RejectInfo, RequeueInfo } from './settler';
+import type { DeliverySink, PreparedClaim } from './source';
+import { validateDeployment } from './startup-validation';
+
+/** Lifecycle states of a consumer. */
+export type ConsumerState = 'created' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+
+/** What liveness and readiness probes read. */
+export interface ConsumerHealth {
+  readonly name: string;
+  readonly state: ConsumerState;
+  /** False only when start failed or the consumer crashed. */
+  readonly live: boolean;
+  /** True while running and the source reports it is consuming. */
+  readonly ready: boolean;
+  readonly inFlight: number;
+}
+
+type HandlerEnd =
+  | { readonly kind: 'disposition'; readonly disposition: Disposition }
+  | { readonly kind: 'error'; readonly error: unknown };
+
+/** A delivery result before its duration is known. */
+type PendingResult = Omit<DeliveryResult, 'durationMs'>;
+
+/**
+ * Base class of an effect-once consumer.
+ *
+ * @typeParam TBody - the decoded body type (see {@link ConsumerBase.decode}).
+ */
+export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
+  protected readonly options: ResolvedConsumerOptions;
+  protected readonly logger: Logger;
+  private readonly observation: ObservationFanout;
+  private readonly limiter: Semaphore;
+  private readonly inFlight = new Set<Promise<DeliveryResult>>();
+  private readonly handlerControllers = new Set<AbortController>();
+  /** Aborts local waits (claim backoff) at shutdown. Receipt operations never listen to it. */
+  private readonly shutdown = new AbortController();
+  private state: ConsumerState = 'created';
+  private stopping: Promise<void> | undefined;
+
+  /** @throws ConfigurationError for any invalid option (see {@link ConsumerOptions}) */
+  constructor(options: ConsumerOptions) {
+    this.options = resolveConsumerOptions(options, options?.logger ?? consoleWarnLogger);
+    this.logger = this.options.logger;
+    this.observation = new ObservationFanout(this.options.observers, this.logger);
+    this.limiter = new Semaphore(this.options.concurrency);
+    if (this.options.failOpen) {
+      this.logger.warn({ consumer: this.name }, 'failOpen is on: while the claim store is unavailable, handlers run WITHOUT a claim and effects may repeat');
+    }
+  }
+
+  /**
+   * The business effect of one message. Return `ack(result?)`, `requeue(...)` or `reject(reason)`;
+   * throw {@link PermanentError} to dead-letter, any other error to retry with backoff.
+   */
+  abstract handle(message: Message<TBody>, context: HandlerContext): Promise<Disposition>;
+
+  /** The key namespace. */
+  get name(): string {
+    return this.options.name;
+  }
+
+  /**
+   * Decodes the raw body. Default: UTF-8 JSON. Throw to dead-letter the delivery with reason
+   * `invalid_body` (no claim is made).
+   */
+  protected decode(raw: Buffer, _delivery: Delivery): TBody {
+    return JSON.parse(raw.toString('utf8')) as TBody;
+  }
+
+  /**
+   * The message's idempotency key, before namespacing. Default: the `idempotency-key` header,
+   * else the broker's message id. Throw {@link InvalidMessageError} to dead-letter.
+   */
+  protected messageKey(delivery: Delivery): string {
+    return defaultMessageKey(delivery);
+  }
+
+  /** Optional payload digest stored with the claim; a different one for a known key is a `key_conflict`. */
+  protected fingerprint(_message: Message<TBody>): string | undefined {
+    return undefined;
+  }
+
+  /** Called for a done duplicate with the stored result (for example to re-send a reply). Errors are logged. */
+  protected onDuplicate(_message: Message<TBody>, _result: JsonValue | undefined): void | Promise<void> {
+    return undefined;
+  }
+
+  /** True for errors that retrying cannot fix. Default: {@link PermanentError} and {@link InvalidMessageError}. */
+  protected isPermanent(error: unknown): boolean {
+    return error instanceof PermanentError || error instanceof InvalidMessageError || error instanceof InvalidDispositionError;
+  }
+
+  /**
+   * Validates the deployment, readies the claimer and starts the source.
+   * @throws DeploymentValidationError when the claimer does not fit the declared deployment
+   * @throws ConfigurationError when called twice
+   */
+  async start(): Promise<void> {
+    if (this.state !== 'created') throw new ConfigurationError(`start() called on a consumer that is ${this.state}`);
+    this.state = 'starting';
+    try {
+      validateDeployment(this.options.claimer.kind, this.options.deployment);
+      await this.options.claimer.ready?.();
+      await this.options.source.start(this, { concurrency: this.options.concurrency });
+      this.state = 'running';
+    } catch (error) {
+      this.state = 'failed';
+      throw error;
+    }
+  }
+
+  /**
+   * Graceful shutdown: stop intake, wait for in-flight handlers up to `shutdownTimeoutMs`, then
+   * abort the rest (they release and requeue), settle everything, close the source. Safe to call
+   * more than once.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.stopNow();
+    return this.stopping;
+  }
+
+  /** Liveness and readiness for deployment probes. */
+  health(): ConsumerHealth {
+    return {
+      name: this.name,
+      state: this.state,
+      live: this.state !== 'failed',
+      ready: this.state === 'running' && this.options.source.isConsuming?.() !== false,
+      inFlight: this.inFlight.size,
+    };
+  }
+
+  /** {@inheritDoc DeliverySink.dispatch} */
+  dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult> {
+    const run = this.limiter
+      .acquire()
+      .then(() => this.process(delivery, preclaimed))
+      .finally(() => this.limiter.release());
+    this.inFlight.add(run);
+    void run.finally(() => this.inFlight.delete(run));
+    return run;
+  }
+
+  /** {@inheritDoc DeliverySink.claimBatch} */
+  async claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]> {
+    const prepared: PreparedClaim[] = deliveries.map(() => ({ kind: 'skipped' }));
+    const requests: { index: number; key: string; options: { leaseTtlMs: number; doneTtlMs: number } }[] = [];
+    deliveries.forEach((delivery, index) => {
+      try {
+        const key = this.deriveKey(delivery);
+        requests.push({ index, key, options: { leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs } });
+      } catch {
+        // left 'skipped': dispatch derives the key again and dead-letters with the reason
+      }
+    });
+    if (requests.length === 0) return prepared;
+    const claimer = this.options.claimer;
+    try {
+      if (claimer.claimMany) {
+        const entries = await claimer.claimMany(requests.map((r) => ({ key: r.key, options: r.options })));
+        entries.forEach((entry, i) => {
+          const { index, key } = requests[i]!;
+          prepared[index] = entry.ok ? { kind: 'claimed', key, result: entry.result } : { kind: 'failed', key, error: entry.error };
+        });
+      } else {
+        await Promise.all(
+          requests.map(async ({ index, key, options }) => {
+            try {
+              prepared[index] = { kind: 'claimed', key, result: await claimer.claim(key, options) };
+            } catch (error) {
+              prepared[index] = { kind: 'failed', key, error: error as Error };
+            }
+          }),
+        );
+      }
+    } catch (error) {
+      for (const { index, key } of requests) prepared[index] = { kind: 'failed', key, error: error as Error };
+    }
+    return prepared;
+  }
+
+  private async stopNow(): Promise<void> {
+    if (this.state === 'created') {
+      this.state = 'stopped';
+      return;
+    }
+    this.state = 'stopping';
+    this.shutdown.abort(new ShutdownError());
+    try {
+      await this.options.source.stopIntake();
+    } catch (error) {
+      this.logger.warn({ err: error, consumer: this.name }, 'stopping intake failed');
+    }
+    const drained = Promise.allSettled([...this.inFlight]);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      drained.then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), this.options.shutdownTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      this.logger.warn({ consumer: this.name, inFlight: this.inFlight.size }, 'shutdown deadline passed: aborting in-flight handlers (they release and requeue)');
+      for (const controller of this.handlerControllers) controller.abort(new ShutdownError('shutdown deadline passed'));
+    }
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    try {
+      await this.options.source.close();
+    } catch (error) {
+      this.logger.warn({ err: error, consumer: this.name }, 'closing the source failed');
+    }
+    this.state = 'stopped';
+  }
+
+  private deriveKey(delivery: Delivery): string {
+    const raw = this.messageKey(delivery);
+    try {
+      validateKey(raw);
+      return namespaceKey(this.name, raw);
+    } catch (error) {
+      if (error instanceof InvalidKeyError) throw new InvalidMessageError('invalid_key', error.message, { cause: error });
+      throw error;
+    }
+  }
+
+  private async process(delivery: Delivery, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
+    const started = performance.now();
+    const trace = this.observation.start({ consumer: this.name, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata });
+    let result: PendingResult;
+    try {
+      result = await this.pipeline(delivery, preclaimed, trace);
+    } catch (error) {
+      // A bug in the pipeline or a subclass hook: never lose the message.
+      this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error; requeueing the delivery');
+      result = await this.requeue(delivery, trace, { cause: 'retry' }, this.options.busyRequeueDelayMs, { outcome: 'claim_failed', handled: false, error });
+    }
+    const final: DeliveryResult = { ...result, durationMs: performance.now() - started };
+    trace.end(final);
+    return final;
+  }
+
+  private async pipeline(delivery: Delivery, preclaimed: PreparedClaim | undefined, trace: DeliveryTrace): Promise<PendingResult> {
+    if (this.state === 'stopping' || this.state === 'stopped') {
+      return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { outcome: 'released', handled: false });
+    }
+    let key: string;
+    let message: Message<TBody>;
+    try {
+      key = preclaimed && preclaimed.kind !== 'skipped' ? preclaimed.key : this.deriveKey(delivery);
+      let body: TBody;
+      try {
+        body = this.decode(delivery.body, delivery);
+      } catch (error) {
+        if (error instanceof InvalidMessageError) throw error;
+        throw new InvalidMessageError('invalid_body', `body could not be decoded: ${truncateErrorMessage(error, 200)}`, { cause: error });
+      }
+      message = { key, body, raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
+    } catch (error) {
+      const reason = error instanceof InvalidMessageError ? error.reason : 'invalid_body';
+      return this.reject(delivery, trace, { reason, attempts: 0, error }, { outcome: 'rejected', handled: false });
+    }
+
+    let claim: ClaimResult;
+    try {
+      claim = await trace.step('claim', () => this.claim(key, message, preclaimed));
+    } catch (error) {
+      return this.onClaimError(delivery, message, trace, error);
+    }
+    const base = { key, claimState: claim.state } as const;
+    if (claim.state === 'done') {
+      this.emit(trace, delivery, { type: 'done_duplicate', key });
+      try {
+        await this.onDuplicate(message, claim.result);
+      } catch (error) {
+        this.logger.warn({ err: error, key }, 'onDuplicate hook threw; the duplicate is acked anyway');
+      }
+      return this.ack(delivery, trace, true, { ...base, outcome: 'done_duplicate', handled: false });
+    }
+    if (claim.state === 'busy') {
+      this.emit(trace, delivery, { type: 'busy', key });
+      return this.requeue(delivery, trace, { cause: 'busy' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'busy', handled: false });
+    }
+    return this.runAcquired(delivery, message, claim, trace);
+  }
+
+  private async claim(key: string, message: Message<TBody>, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {
+    if (preclaimed?.kind === 'claimed') return preclaimed.result;
+    if (preclaimed?.kind === 'failed' && !isRetriable(preclaimed.error)) throw preclaimed.error;
+    const fingerprint = this.fingerprint(message);
+    const options = { leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs, ...(fingerprint === undefined ? {} : { fingerprint }) };
+    for (let retry = 0; ; retry++) {
+      try {
+        return await this.options.claimer.claim(key, options);
+      } catch (error) {
+        if (!isRetriable(error) || retry >= this.options.claimRetries) throw error;
+        await sleep(backoffDelay(this.options.claimBackoff, retry + 1), this.shutdown.signal);
+      }
+    }
+  }
+
+  private async onClaimError(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace, error: unknown): Promise<PendingResult> {
+    const key = message.key;
+    if (error instanceof KeyConflictError) {
+      this.emit(trace, delivery, { type: 'key_conflict', key, error });
+      return this.reject(delivery, trace, { reason: 'key_conflict', attempts: 0, error }, { key, outcome: 'key_conflict', handled: false });
+    }
+    if (error instanceof InvalidKeyError || error instanceof ConfigurationError) {
+      return this.reject(delivery, trace, { reason: 'invalid_key', attempts: 0, error }, { key, outcome: 'rejected', handled: false });
+    }
+    if (error instanceof ShutdownError) {
+      return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { key, outcome: 'claim_failed', handled: false, error });
+    }
+    this.emit(trace, delivery, { type: 'claim_failed', key, error });
+    if (this.options.failOpen) return this.runUnguarded(delivery, message, trace);
+    this.logger.warn({ err: error, key }, 'claim store unavailable; requeueing without running the handler');
+    return this.requeue(delivery, trace, { cause: 'claimer_unavailable' }, this.options.unavailableRequeueDelayMs, { key, outcome: 'claim_failed', handled: false, error });
+  }
+
+  private async runAcquired(delivery: Delivery, message: Message<TBody>, claim: AcquiredClaim, trace: DeliveryTrace): Promise<PendingResult> {
+    const { receipt } = claim;
+    const key = message.key;
+    const attempt = Math.max(claim.attempt, (delivery.metadata.priorAttempts ?? 0) + 1);
+    const fencingToken = receipt.fencingToken;
+    const base = { key, claimState: 'acquired' as const, attempt, fencingToken };
+    this.emit(trace, delivery, { type: 'acquired', key, attempt, fencingToken });
+
+    if (attempt > this.options.maxAttempts) {
+      // Redelivered more often than allowed (for example a handler that crashes its process).
+      await this.release(delivery, trace, receipt, base);
+      this.emit(trace, delivery, { type: 'retry_exhausted', key, attempt, fencingToken });
+      return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
+    }
+
+    const controller = new AbortController();
+    this.handlerControllers.add(controller);
+    const timer =
+      this.options.handlerTimeoutMs === undefined
+        ? undefined
+        : setTimeout(() => controller.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
+    let lostDuringHandler: LeaseLostError | undefined;
+    const keepAlive = this.options.keepAlive
+      ? new KeepAlive(receipt, {
+          leaseTtlMs: this.options.leaseTtlMs,
+          intervalMs: Math.max(1, Math.floor(this.options.leaseTtlMs / 3)),
+          onLost: (error) => {
+            lostDuringHandler = error;
+            controller.abort(error);
+          },
+          onExtended: () => this.emit(trace, delivery, { type: 'lease_extended', key, attempt, fencingToken }),
+          onError: (error) => this.logger.warn({ err: error, key }, 'lease extend failed; will try again'),
+        })
+      : undefined;
+
+    const context: HandlerContext = { signal: controller.signal, fencingToken, attempt, metadata: delivery.metadata };
+    let end: HandlerEnd;
+    try {
+      const value = await trace.step('handle', () => this.handle(message, context));
+      end = isDisposition(value) ? { kind: 'disposition', disposition: value } : { kind: 'error', error: new InvalidDispositionError(value) };
+    } catch (error) {
+      end = { kind: 'error', error };
+    } finally {
+      clearTimeout(timer);
+      await keepAlive?.stop();
+      this.handlerControllers.delete(controller);
+    }
+
+    if (end.kind === 'disposition' && end.disposition.type === 'ack') {
+      const commit = await trace.step('commit', () => commitWithin(receipt, end.disposition.type === 'ack' ? end.disposition.result : undefined, this.options.commitDeadlineMs, this.logger));
+      if (commit.outcome !== 'committed') {
+        this.logger.error({ err: commit.error, key, fencingToken }, `effect applied but ${commit.outcome}: a redelivery after the lease ends may repeat it`);
+      }
+      this.emit(trace, delivery, { type: commit.outcome, key, attempt, fencingToken, error: commit.outcome === 'committed' ? undefined : commit.error });
+      return this.ack(delivery, trace, false, { ...base, outcome: commit.outcome, handled: true, error: commit.outcome === 'committed' ? undefined : commit.error });
+    }
+
+    await this.release(delivery, trace, receipt, base);
+    const abortReason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+    if (abortReason instanceof ShutdownError) {
+      return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { ...base, outcome: 'released', handled: true });
+    }
+    if (lostDuringHandler) {
+      this.emit(trace, delivery, { type: 'lease_lost', key, attempt, fencingToken, error: lostDuringHandler });
+      return this.requeue(delivery, trace, { cause: 'lease_lost' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'lease_lost', handled: true, error: lostDuringHandler });
+    }
+    if (end.kind === 'disposition' && end.disposition.type === 'reject') {
+      return this.reject(delivery, trace, { reason: end.disposition.reason || 'handler_rejected', attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
+    }
+    const error = end.kind === 'error' ? end.error : undefined;
+    if (error !== undefined && this.isPermanent(error)) {
+      const reason = error instanceof InvalidDispositionError ? 'invalid_disposition' : error instanceof InvalidMessageError ? error.reason : 'permanent_error';
+      return this.reject(delivery, trace, { reason, attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
+    }
+    if (attempt >= this.options.maxAttempts) {
+      this.emit(trace, delivery, { type: 'retry_exhausted', key, attempt, fencingToken, error });
+      return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt, error }, { ...base, outcome: 'retry_exhausted', handled: true, error });
+    }
+    const asked = end.kind === 'disposition' && end.disposition.type === 'requeue' ? end.disposition.delayMs : undefined;
+    const delayMs = asked ?? backoffDelay(this.options.retryBackoff, attempt);
+    return this.requeue(delivery, trace, { cause: 'retry', attempt }, delayMs, { ...base, outcome: 'released', handled: true, error });
+  }
+
+  /** Fail-open path: the store stayed unavailable and `failOpen` is on. No claim, no commit. */
+  private async runUnguarded(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace): Promise<PendingResult> {
+    const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
+    this.emit(trace, delivery, { type: 'fail_open', key: message.key, attempt });
+    this.logger.warn({ key: message.key }, 'failOpen: running the handler without a claim');
+    const controller = new AbortController();
+    this.handlerControllers.add(controller);
+    const base = { key: message.key, attempt, fencingToken: 0 };
+    try {
+      const value = await trace.step('handle', () => this.handle(message, { signal: controller.signal, fencingToken: 0, attempt, metadata: delivery.metadata }));
+      if (!isDisposition(value)) throw new InvalidDispositionError(value);
+      if (value.type === 'ack') return this.ack(delivery, trace, false, { ...base, outcome: 'claim_failed', handled: true });
+      if (value.type === 'reject') return this.reject(delivery, trace, { reason: value.reason, attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
+      return this.requeue(delivery, trace, { cause: 'retry', attempt }, value.delayMs ?? backoffDelay(this.options.retryBackoff, attempt), { ...base, outcome: 'claim_failed', handled: true });
+    } catch (error) {
+      if (this.isPermanent(error) || attempt >= this.options.maxAttempts) {
+        return this.reject(delivery, trace, { reason: this.isPermanent(error) ? 'permanent_error' : 'retry_exhausted', attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
+      }
+      return this.requeue(delivery, trace, { cause: 'retry', attempt }, backoffDelay(this.options.retryBackoff, attempt), { ...base, outcome: 'claim_failed', handled: true, error });
+    } finally {
+      this.handlerControllers.delete(controller);
+    }
+  }
+
+  private async release(delivery: Delivery, trace: DeliveryTrace, receipt: AcquiredClaim['receipt'], base: { key: string; attempt: number; fencingToken: number }): Promise<void> {
+    const released = await trace.step('release', () => releaseWithin(receipt, this.options.releaseDeadlineMs, this.logger));
+    if (released) this.emit(trace, delivery, { type: 'released', ...base });
+  }
+
+  private async ack(delivery: Delivery, trace: DeliveryTrace, duplicate: boolean, result: Omit<PendingResult, 'action'>): Promise<PendingResult> {
+    await this.settle(trace, delivery, result, () => delivery.settler.ack({ duplicate }));
+    return { ...result, action: 'ack' };
+  }
+
+  private async requeue(delivery: Delivery, trace: DeliveryTrace, info: RequeueInfo, delayMs: number, result: Omit<PendingResult, 'action'>): Promise<PendingResult> {
+    await this.settle(trace, delivery, result, () => delivery.settler.requeue(delayMs, info));
+    return { ...result, action: 'requeue', reason: info.cause, delayMs };
+  }
+
+  private async reject(
+    delivery: Delivery,
+    trace: DeliveryTrace,
+    info: { reason: string; attempts: number; error?: unknown },
+    result: Omit<PendingResult, 'action'>,
+  ): Promise<PendingResult> {
+    const rejectInfo: RejectInfo = {
+      reason: info.reason,
+      attempts: info.attempts,
+      errorMessage: truncateErrorMessage(info.error),
+      errorType: errorType(info.error),
+    };
+    this.emit(trace, delivery, { type: 'rejected', key: result.key, attempt: result.attempt, fencingToken: result.fencingToken, reason: info.reason, error: info.error });
+    await this.settle(trace, delivery, result, () => delivery.settler.reject(rejectInfo));
+    return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
+  }
+
+  /** Calls the broker; a failure is reported as `ack_failed` and never retried elsewhere. */
+  private async settle(trace: DeliveryTrace, delivery: Delivery, result: Omit<PendingResult, 'action'>, fn: () => Promise<void>): Promise<boolean> {
+    try {
+      await trace.step('settle', fn);
+      return true;
+    } catch (error) {
+      this.logger.warn({ err: error, key: result.key }, 'broker settle failed; the broker will redeliver and the claim decides');
+      this.emit(trace, delivery, { type: 'ack_failed', key: result.key, attempt: result.attempt, fencingToken: result.fencingToken, error });
+      return false;
+    }
+  }
+
+  private emit(trace: DeliveryTrace, delivery: Delivery, event: Omit<ConsumerEvent, 'consumer' | 'metadata'> & { type: Outcome | ConsumerEvent['type'] }): void {
+    trace.emit({ ...event, consumer: this.name, metadata: delivery.metadata });
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * Options of {@link ConsumerBase}: meaning, units, defaults and the checks run at construction.
+ */
+import type { Claimer } from './claimer';
+import { ConfigurationError } from './errors';
+import { checkTtl } from './keys';
+import { MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
+import type { Logger } from './logger';
+import type { ConsumerObserver } from './observer';
+import type { BackoffPolicy } from './retry';
+import type { MessageSource } from './source';
+import type { DeploymentDeclaration } from './startup-validation';
+
+export interface ConsumerOptions {
+  /**
+   * Consumer name: the key namespace (use the consumer group or handler name), so two consumers
+   * of the same messages never deduplicate each other. Non-empty, no longer than 128 characters.
+   */
+  readonly name: string;
+  /** The claim store. */
+  readonly claimer: Claimer;
+  /** The broker adapter delivering messages. */
+  readonly source: MessageSource;
+  /** Lease length, ms. Default 30 000. Range 100 ms … 1 day. Kept alive every leaseTtlMs/3 while the handler runs. */
+  readonly leaseTtlMs?: number;
+  /** How long a committed key stays done, ms. Default 7 days. ≥ leaseTtlMs, ≤ 365 days. */
+  readonly doneTtlMs?: number;
+  /** Messages in flight at once (the adapter's prefetch). Default 10. 1 … 10 000. */
+  readonly concurrency?: number;
+  /** Handler attempts before a retryable failure is dead-lettered as `retry_exhausted`. Default 5. 1 … 1000. */
+  readonly maxAttempts?: number;
+  /** Backoff of requeues after a retryable failure. Default 1 s doubling to 60 s, ±20 % jitter. */
+  readonly retryBackoff?: Partial<BackoffPolicy>;
+  /** Requeue delay when another worker holds the lease, ms. Default 1000. */
+  readonly busyRequeueDelayMs?: number;
+  /** Local claim retries while the store is unavailable before the message is requeued. Default 3. */
+  readonly claimRetries?: number;
+  /** Backoff of local claim retries. Default 100 ms doubling to 2 s, ±20 % jitter. */
+  readonly claimBackoff?: Partial<BackoffPolicy>;
+  /** Requeue delay after the claim store stayed unavailable, ms. Default 5000. */
+  readonly unavailableRequeueDelayMs?: number;
+  /** Time allowed for a commit with its retries, ms. Default 10 000. Not cut short by shutdown. */
+  readonly commitDeadlineMs?: number;
+  /** Time allowed for a release with its retries, ms. Default 5000. Not cut short by shutdown. */
+  readonly releaseDeadlineMs?: number;
+  /** Extend the lease while the handler runs. Default true. */
+  readonly keepAlive?: boolean;
+  /** Abort the handler's signal after this many ms; undefined (default) for no limit. */
+  readonly handlerTimeoutMs?: number;
+  /** How long `stop()` waits for in-flight handlers before aborting them, ms. Default 30 000. */
+  readonly shutdownTimeoutMs?: number;
+  /** Declared deployment, checked against the claimer's kind at start. */
+  readonly deployment?: DeploymentDeclaration;
+  /**
+   * Run the handler WITHOUT a claim when the claim store stays unavailable. Default false: the
+   * handler never runs unguarded. Turning it on trades duplicates for availability and logs a
+   * warning at construction and on every unguarded run.
+   */
+  readonly failOpen?: boolean;
+  /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
+  readonly logger?: Logger;
+  /** Observers of every outcome (logging, metrics, tracing). */
+  readonly observers?: readonly ConsumerObserver[];
+}
+
+/** Resolved options: every default applied. */
+export type ResolvedConsumerOptions = Required<Omit<ConsumerOptions, 'handlerTimeoutMs' | 'deployment' | 'retryBackoff' | 'claimBackoff'>> & {
+  readonly handlerTimeoutMs: number | undefined;
+  readonly deployment: DeploymentDeclaration | undefined;
+  readonly retryBackoff: BackoffPolicy;
+  readonly claimBackoff: BackoffPolicy;
+};
+
+export const DEFAULT_RETRY_BACKOFF: Readonly<BackoffPolicy> = { initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0.2 };
+export const DEFAULT_CLAIM_BACKOFF: Readonly<BackoffPolicy> = { initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
+
+export const CONSUMER_DEFAULTS = {
+  leaseTtlMs: 30_000,
+  doneTtlMs: 7 * 24 * 60 * 60 * 1000,
+  concurrency: 10,
+  maxAttempts: 5,
+  busyRequeueDelayMs: 1000,
+  claimRetries: 3,
+  unavailableRequeueDelayMs: 5000,
+  commitDeadlineMs: 10_000,
+  releaseDeadlineMs: 5000,
+  keepAlive: true,
+  shutdownTimeoutMs: 30_000,
+  failOpen: false,
+} as const;
+
+/**
+ * Applies defaults to a copy of `options` and checks every field and cross-field rule.
+ * @throws ConfigurationError naming the field and the value
+ */
+export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: Logger): ResolvedConsumerOptions {
+  if (!options || typeof options !== 'object') throw new ConfigurationError('consumer options are required');
+  if (typeof options.name !== 'string' || options.name.length === 0 || options.name.length > 128) {
+    throw new ConfigurationError(`name must be a non-empty string of at most 128 characters, got ${JSON.stringify(options.name)}`);
+  }
+  if (!options.claimer || typeof options.claimer.claim !== 'function') throw new ConfigurationError('claimer is required (a Claimer)');
+  if (!options.source || typeof options.source.start !== 'function') throw new ConfigurationError('source is required (a MessageSource)');
+  const resolved = {
+    ...CONSUMER_DEFAULTS,
+    logger: defaultLogger,
+    observers: [],
+    ...stripUndefined(options),
+    name: options.name,
+    claimer: options.claimer,
+    source: options.source,
+    handlerTimeoutMs: options.handlerTimeoutMs,
+    deployment: options.deployment,
+    retryBackoff: { ...DEFAULT_RETRY_BACKOFF, ...stripUndefined(options.retryBackoff ?? {}) },
+    claimBackoff: { ...DEFAULT_CLAIM_BACKOFF, ...stripUndefined(options.claimBackoff ?? {}) },
+  } as ResolvedConsumerOptions;
+  checkTtl('leaseTtlMs', resolved.leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
+  checkTtl('doneTtlMs', resolved.doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
+  if (resolved.doneTtlMs < resolved.leaseTtlMs) {
+    throw new ConfigurationError(`doneTtlMs (${resolved.doneTtlMs}) must be ≥ leaseTtlMs (${resolved.leaseTtlMs})`);
+  }
+  checkInt('concurrency', resolved.concurrency, 1, 10_000);
+  checkInt('maxAttempts', resolved.maxAttempts, 1, 1000);
+  checkInt('claimRetries', resolved.claimRetries, 0, 100);
+  checkInt('busyRequeueDelayMs', resolved.busyRequeueDelayMs, 0, MAX_LEASE_TTL_MS);
+  checkInt('unavailableRequeueDelayMs', resolved.unavailableRequeueDelayMs, 0, MAX_LEASE_TTL_MS);
+  checkInt('commitDeadlineMs', resolved.commitDeadlineMs, 1, 600_000);
+  checkInt('releaseDeadlineMs', resolved.releaseDeadlineMs, 1, 600_000);
+  checkInt('shutdownTimeoutMs', resolved.shutdownTimeoutMs, 0, 3_600_000);
+  if (resolved.handlerTimeoutMs !== undefined) checkInt('handlerTimeoutMs', resolved.handlerTimeoutMs, 1, MAX_LEASE_TTL_MS);
+  checkBackoff('retryBackoff', resolved.retryBackoff);
+  checkBackoff('claimBackoff', resolved.claimBackoff);
+  if (typeof resolved.keepAlive !== 'boolean') throw new ConfigurationError('keepAlive must be a boolean');
+  if (typeof resolved.failOpen !== 'boolean') throw new ConfigurationError('failOpen must be a boolean');
+  if (!resolved.keepAlive && resolved.handlerTimeoutMs === undefined) {
+    resolved.logger.warn({ consumer: resolved.name }, 'keepAlive is off and no handlerTimeoutMs is set: a handler longer than leaseTtlMs lets a duplicate run concurrently');
+  }
+  return resolved;
+}
+
+function checkInt(field: string, value: unknown, min: number, max: number): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
+  }
+}
+
+function checkBackoff(field: string, p: BackoffPolicy): void {
+  checkInt(`${field}.initialDelayMs`, p.initialDelayMs, 0, MAX_LEASE_TTL_MS);
+  checkInt(`${field}.maxDelayMs`, p.maxDelayMs, p.initialDelayMs, MAX_LEASE_TTL_MS);
+  if (typeof p.multiplier !== 'number' || !(p.multiplier >= 1)) throw new ConfigurationError(`${field}.multiplier must be ≥ 1, got ${String(p.multiplier)}`);
+  if (typeof p.jitter !== 'number' || !(p.jitter >= 0 && p.jitter <= 1)) throw new ConfigurationError(`${field}.jitter must be in [0, 1], got ${String(p.jitter)}`);
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const [k, v] of Object.entries(value)) if (v !== undefined) (out as Record<string, unknown>)[k] = v;
+  return out;
+}

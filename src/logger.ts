@@ -1,0 +1,26 @@
+/**
+ * A pino-compatible logging interface: pass a pino (or bunyan-style) logger as is.
+ */
+export interface Logger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** Default logger: silent for debug and info; warn and error as JSON lines on stderr. */
+export const consoleWarnLogger: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', msg, ...serialise(obj) })}\n`),
+  error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', msg, ...serialise(obj) })}\n`),
+};
+
+/** A logger that drops everything. */
+export const silentLogger: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+
+function serialise(obj: object): object {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(obj)) out[k] = v instanceof Error ? { type: v.name, message: v.message } : v;
+  return out;
+}

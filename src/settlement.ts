@@ -1,0 +1,85 @@
+/**
+ * Settlement steps shared by the pipeline: commit and release with bounded retries, and the
+ * broker settle call that reports a failure instead of throwing.
+ *
+ * Receipt operations run with their own deadline and are never cut short by shutdown: a commit
+ * that was about to land must land, or the next delivery would repeat the effect.
+ */
+import type { JsonValue, Receipt } from './claimer';
+import { LeaseLostError, ResultTooLargeError } from './errors';
+import type { Logger } from './logger';
+import type { BackoffPolicy } from './retry';
+import { retryWithin } from './retry';
+
+/** Backoff of commit and release retries inside their deadline. */
+export const RECEIPT_RETRY_BACKOFF: Readonly<BackoffPolicy> = { initialDelayMs: 50, maxDelayMs: 1000, multiplier: 2, jitter: 0.2 };
+
+/** How a commit ended. */
+export type CommitOutcome =
+  | { readonly outcome: 'committed' }
+  | { readonly outcome: 'lease_lost'; readonly error: LeaseLostError }
+  | { readonly outcome: 'commit_failed'; readonly error: unknown };
+
+/**
+ * Commits `receipt` with `result`, retrying transient store errors until `deadlineMs` passes.
+ * A result too large to store is logged and the key committed without it, so deduplication
+ * still holds. Never throws.
+ */
+export async function commitWithin(
+  receipt: Receipt,
+  result: JsonValue | undefined,
+  deadlineMs: number,
+  logger: Logger,
+): Promise<CommitOutcome> {
+  let value = result;
+  try {
+    await retryWithin(
+      async () => {
+        try {
+          await receipt.commit(value);
+        } catch (error) {
+          if (error instanceof ResultTooLargeError) {
+            logger.error({ err: error, key: receipt.key }, 'handler result too large to store; committing the key without it');
+            value = undefined;
+            await receipt.commit(undefined);
+            return;
+          }
+          throw error;
+        }
+      },
+      { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF },
+    );
+    return { outcome: 'committed' };
+  } catch (error) {
+    if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
+    return { outcome: 'commit_failed', error };
+  }
+}
+
+/**
+ * Releases `receipt`, retrying transient store errors until `deadlineMs` passes. Resolves true
+ * when released (or left to a newer owner), false when the store stayed unavailable (the lease
+ * then ends at its TTL). Never throws.
+ */
+export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger: Logger): Promise<boolean> {
+  try {
+    await retryWithin(() => receipt.release(), { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
+    return true;
+  } catch (error) {
+    logger.warn({ err: error, key: receipt.key }, 'release failed; the lease will end at its TTL');
+    return false;
+  }
+}
+
+/** Truncates an error message for dead-letter headers (1024 characters at most). */
+export function truncateErrorMessage(error: unknown, max = 1024): string | undefined {
+  if (error === undefined) return undefined;
+  const message = error instanceof Error ? error.message : String(error);
+  return message.length > max ? `${message.slice(0, max - 1)}…` : message;
+}
+
+/** The class name of an error, for dead-letter headers and `error.type`. */
+export function errorType(error: unknown): string | undefined {
+  if (error === undefined) return undefined;
+  return error instanceof Error ? error.name : typeof error;
+}

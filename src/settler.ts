@@ -1,0 +1,53 @@
+/**
+ * The broker side of settlement: what an adapter must supply for each delivery.
+ */
+
+/** Why a delivery is requeued. `busy` and `shutdown` never count as a failed attempt. */
+export type RequeueCause = 'busy' | 'retry' | 'claimer_unavailable' | 'shutdown' | 'lease_lost';
+
+/** Reason codes written to the dead-letter path. */
+export type RejectReason =
+  | 'missing_key'
+  | 'invalid_key'
+  | 'invalid_body'
+  | 'key_conflict'
+  | 'retry_exhausted'
+  | 'handler_rejected'
+  | 'permanent_error'
+  | 'invalid_disposition'
+  | (string & {});
+
+export interface AckInfo {
+  /** True when the key was already done and the handler did not run. */
+  readonly duplicate: boolean;
+}
+
+export interface RequeueInfo {
+  readonly cause: RequeueCause;
+  /** Attempt number of the failed try (1-based), when the cause is `retry`. */
+  readonly attempt?: number;
+}
+
+export interface RejectInfo {
+  readonly reason: RejectReason;
+  /** Attempts made, 0 when the handler never ran. */
+  readonly attempts: number;
+  /** The error's message, truncated to 1024 characters, when an error caused the reject. */
+  readonly errorMessage?: string;
+  /** The error class name, when an error caused the reject. */
+  readonly errorType?: string;
+}
+
+/**
+ * Settles one delivery on its broker. The consumer calls exactly one of these, exactly once.
+ * A rejection of the returned promise is reported as `ack_failed` and never retried on another
+ * channel or connection.
+ */
+export interface Settler {
+  /** Acknowledge: the message is done (processed now, or a duplicate). */
+  ack(info: AckInfo): Promise<void>;
+  /** Make the message come back after about `delayMs` ms without counting toward dead-letter limits. */
+  requeue(delayMs: number, info: RequeueInfo): Promise<void>;
+  /** Dead-letter the message with the reason. Never a silent drop. */
+  reject(info: RejectInfo): Promise<void>;
+}
