@@ -41,3 +41,4 @@ export {
 } from './consumer-options';
 export { truncateErrorMessage, errorType } from './settlement';
 export { ConsumerBase, type ConsumerHealth, type ConsumerState } from './consumer-base';
+export { runConsumers, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer } from './runner';

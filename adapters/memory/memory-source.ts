@@ -1,0 +1,69 @@
+/**
+ * A MessageSource over the in-process {@link MemoryBroker}, for the demo and unit tests.
+ */
+import type { Delivery, DeliverySink, MessageSource, Settler } from '../../src';
+import type { MemoryBroker, MemoryDelivery } from './memory-broker';
+
+/** Options of {@link MemorySource}. */
+export interface MemorySourceOptions {
+  readonly broker: MemoryBroker;
+  readonly queue: string;
+}
+
+/** Consumes one queue of a {@link MemoryBroker}. */
+export class MemorySource implements MessageSource {
+  readonly system = 'memory';
+  private consumerTag: string | undefined;
+  private crashed = false;
+
+  constructor(private readonly options: MemorySourceOptions) {}
+
+  async start(sink: DeliverySink, { concurrency }: { readonly concurrency: number }): Promise<void> {
+    this.consumerTag = this.options.broker.consume(this.options.queue, concurrency, (d) => {
+      void sink.dispatch(this.toDelivery(d));
+    });
+  }
+
+  async stopIntake(): Promise<void> {
+    if (this.consumerTag) this.options.broker.cancel(this.consumerTag);
+  }
+
+  async close(): Promise<void> {
+    // Nothing to release: the broker lives in the process.
+  }
+
+  isConsuming(): boolean {
+    return this.consumerTag !== undefined && !this.crashed;
+  }
+
+  /**
+   * Simulates the death of this consumer's process: the broker redelivers its unsettled messages
+   * and ignores its later settles. Returns how many deliveries went back.
+   */
+  crash(): number {
+    this.crashed = true;
+    return this.consumerTag ? this.options.broker.crash(this.consumerTag) : 0;
+  }
+
+  private toDelivery(d: MemoryDelivery): Delivery {
+    const broker = this.options.broker;
+    const tag = d.consumerTag;
+    const settler: Settler = {
+      ack: async () => broker.ack(tag, d.deliveryTag),
+      requeue: async (delayMs) => broker.requeue(tag, d.deliveryTag, delayMs),
+      reject: async (info) => broker.reject(tag, d.deliveryTag, { ...info }),
+    };
+    return {
+      body: d.message.body,
+      headers: d.message.headers,
+      messageId: d.message.messageId,
+      metadata: {
+        system: 'memory',
+        destination: this.options.queue,
+        redelivered: d.redelivered,
+        attributes: { deliveryTag: d.deliveryTag, deliveryCount: d.deliveryCount },
+      },
+      settler,
+    };
+  }
+}

@@ -1,0 +1,324 @@
+/**
+ * ConsumerBase: every row of the settlement table (README "Settlement"), one describe each.
+ */
+import {
+  ack,
+  type ConsumerEvent,
+  InMemoryClaimer,
+  PermanentError,
+  reject,
+  requeue,
+  RetryableError,
+} from '../../src';
+import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery } from './helpers';
+
+function setup(handler = async () => ack()) {
+  const claimer = new FlakyClaimer(new InMemoryClaimer());
+  const events: ConsumerEvent[] = [];
+  const consumer = new FnConsumer({ ...fastOptions(claimer), observers: [{ onEvent: (e) => events.push(e) }] }, handler);
+  const types = () => events.map((e) => e.type);
+  return { claimer, consumer, events, types };
+}
+
+describe('settlement table', () => {
+  test('handler succeeded: commit, then ack; a redelivery is a done duplicate acked without running the handler', async () => {
+    const { consumer, types, claimer } = setup();
+    let runs = 0;
+    consumer.handler = async () => {
+      runs++;
+      return ack({ receipt: 'r-1' });
+    };
+    const first = recordingDelivery({ key: 'order-1' });
+    const r1 = await consumer.dispatch(first);
+    expect(r1).toMatchObject({ action: 'ack', outcome: 'committed', handled: true, attempt: 1 });
+    expect(first.calls).toEqual([{ op: 'ack', duplicate: false }]);
+    expect(types()).toEqual(['acquired', 'committed']);
+    // commit happened before the ack: the key is done now
+    expect((await claimer.inner.claim('test:order-1', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).state).toBe('done');
+
+    const again = recordingDelivery({ key: 'order-1' });
+    const r2 = await consumer.dispatch(again);
+    expect(r2).toMatchObject({ action: 'ack', outcome: 'done_duplicate', handled: false });
+    expect(again.calls).toEqual([{ op: 'ack', duplicate: true }]);
+    expect(runs).toBe(1);
+    expect(consumer.duplicates).toEqual([{ key: 'test:order-1', result: { receipt: 'r-1' } }]);
+  });
+
+  test('commit comes before the ack: the broker ack is called only after the key is done', async () => {
+    const { consumer, claimer } = setup();
+    let stateAtAck: string | undefined;
+    const d = recordingDelivery({ key: 'order-order' }, {
+      onSettle: () => {
+        void claimer.inner.claim('test:order-order', { leaseTtlMs: 1000, doneTtlMs: 60_000 }).then((r) => (stateAtAck = r.state));
+      },
+    });
+    await consumer.dispatch(d);
+    await new Promise((r) => setImmediate(r));
+    expect(stateAtAck).toBe('done');
+  });
+
+  test('busy: requeue after the busy delay, not an attempt, never ack nor dead-letter', async () => {
+    const { consumer, claimer, types } = setup();
+    let runs = 0;
+    consumer.handler = async () => {
+      runs++;
+      return ack();
+    };
+    await claimer.inner.claim('test:held', { leaseTtlMs: 1000, doneTtlMs: 60_000 });
+    const d = recordingDelivery({ key: 'held' });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'requeue', outcome: 'busy', reason: 'busy', delayMs: 7 });
+    expect(d.calls).toEqual([{ op: 'requeue', delayMs: 7, info: { cause: 'busy' } }]);
+    expect(types()).toEqual(['busy']);
+    expect(runs).toBe(0);
+  });
+
+  test('claimer unavailable: local retries with backoff, then requeue after a delay; the handler never runs', async () => {
+    const { consumer, claimer, types } = setup();
+    let runs = 0;
+    consumer.handler = async () => {
+      runs++;
+      return ack();
+    };
+    claimer.failClaims = 100;
+    const d = recordingDelivery({ key: 'outage' });
+    const r = await consumer.dispatch(d);
+    expect(claimer.claimCalls).toBe(4); // 1 + claimRetries (3)
+    expect(r).toMatchObject({ action: 'requeue', outcome: 'claim_failed' });
+    expect(d.calls).toEqual([{ op: 'requeue', delayMs: 11, info: { cause: 'claimer_unavailable' } }]);
+    expect(types()).toEqual(['claim_failed']);
+    expect(runs).toBe(0);
+  });
+
+  test('claimer unavailable for a moment: a local retry succeeds and the message is processed', async () => {
+    const { consumer, claimer } = setup();
+    claimer.failClaims = 2;
+    const d = recordingDelivery({ key: 'blip' });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'ack', outcome: 'committed' });
+    expect(claimer.claimCalls).toBe(3);
+  });
+
+  test('failOpen (explicit option): the handler runs without a claim while the store is down, with a fail_open event', async () => {
+    const claimer = new FlakyClaimer(new InMemoryClaimer());
+    const events: string[] = [];
+    const warnings: string[] = [];
+    const logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (_o: object, m?: string) => warnings.push(m ?? '') };
+    let runs = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), failOpen: true, logger, observers: [{ onEvent: (e) => events.push(e.type) }] }, async () => {
+      runs++;
+      return ack();
+    });
+    expect(warnings.some((w) => w.includes('failOpen'))).toBe(true);
+    claimer.failClaims = 100;
+    const d = recordingDelivery({ key: 'open' });
+    await consumer.dispatch(d);
+    expect(runs).toBe(1);
+    expect(events).toEqual(['claim_failed', 'fail_open']);
+    expect(d.calls).toEqual([{ op: 'ack', duplicate: false }]);
+  });
+
+  test('key conflict: reject with reason key_conflict', async () => {
+    const claimer = new InMemoryClaimer();
+    const consumer = new FnConsumer(fastOptions(claimer), async () => ack());
+    // The consumer stores a fingerprint of the body.
+    (consumer as unknown as { fingerprint: (m: { raw: Buffer }) => string }).fingerprint = (m) => m.raw.toString('hex').slice(0, 64);
+    await consumer.dispatch(recordingDelivery({ key: 'k', body: { amount: 1 } }));
+    const other = recordingDelivery({ key: 'k', body: { amount: 2 } });
+    const r = await consumer.dispatch(other);
+    expect(r).toMatchObject({ action: 'reject', outcome: 'key_conflict', reason: 'key_conflict' });
+    expect(other.calls).toEqual([{ op: 'reject', info: expect.objectContaining({ reason: 'key_conflict', attempts: 0, errorType: 'KeyConflictError' }) }]);
+  });
+
+  test('commit fails transiently: retried within the deadline, then committed and acked', async () => {
+    const { consumer, claimer, types } = setup();
+    claimer.failCommits = 2;
+    const d = recordingDelivery({ key: 'commit-blip' });
+    const r = await consumer.dispatch(d);
+    expect(claimer.commitCalls).toBe(3);
+    expect(r.outcome).toBe('committed');
+    expect(types()).toEqual(['acquired', 'committed']);
+    expect(d.calls).toEqual([{ op: 'ack', duplicate: false }]);
+  });
+
+  test('commit finally fails: the message is still acked (the effect happened) and commit_failed is reported', async () => {
+    const { consumer, claimer, types } = setup();
+    claimer.failCommits = 1_000;
+    const d = recordingDelivery({ key: 'commit-down' });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'ack', outcome: 'commit_failed', handled: true });
+    expect(types()).toEqual(['acquired', 'commit_failed']);
+    expect(d.calls).toEqual([{ op: 'ack', duplicate: false }]);
+  });
+
+  test('handler failed retryably: release, requeue with backoff; the next attempt is counted', async () => {
+    const { consumer, types, claimer } = setup();
+    consumer.handler = async () => {
+      throw new Error('db timeout');
+    };
+    const d1 = recordingDelivery({ key: 'flaky' });
+    const r1 = await consumer.dispatch(d1);
+    expect(r1).toMatchObject({ action: 'requeue', outcome: 'released', attempt: 1, delayMs: 100 });
+    expect(d1.calls).toEqual([{ op: 'requeue', delayMs: 100, info: { cause: 'retry', attempt: 1 } }]);
+    expect(types()).toEqual(['acquired', 'released']);
+    expect(claimer.releaseCalls).toBe(1);
+    const d2 = recordingDelivery({ key: 'flaky' });
+    const r2 = await consumer.dispatch(d2);
+    expect(r2).toMatchObject({ attempt: 2, delayMs: 200 });
+  });
+
+  test('handler returned requeue(): release and requeue with the asked delay', async () => {
+    const { consumer } = setup(async () => requeue({ delayMs: 42 }));
+    const d = recordingDelivery({ key: 'later' });
+    await consumer.dispatch(d);
+    expect(d.calls).toEqual([{ op: 'requeue', delayMs: 42, info: { cause: 'retry', attempt: 1 } }]);
+  });
+
+  test('after maxAttempts retryable failures the message is dead-lettered with reason retry_exhausted', async () => {
+    const claimer = new InMemoryClaimer();
+    const events: string[] = [];
+    const consumer = new FnConsumer({ ...fastOptions(claimer), maxAttempts: 3, observers: [{ onEvent: (e) => events.push(e.type) }] }, async () => {
+      throw new RetryableError('still failing');
+    });
+    const results = [];
+    for (let i = 0; i < 3; i++) results.push(await consumer.dispatch(recordingDelivery({ key: 'poison' })));
+    expect(results.map((r) => r.action)).toEqual(['requeue', 'requeue', 'reject']);
+    expect(results[2]).toMatchObject({ outcome: 'retry_exhausted', reason: 'retry_exhausted', attempt: 3 });
+    expect(events.filter((e) => e === 'retry_exhausted')).toHaveLength(1);
+    // released, so a DLQ replay after the fix processes it again
+    expect((await claimer.claim('test:poison', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).state).toBe('acquired');
+  });
+
+  test('broker-counted prior attempts count toward maxAttempts', async () => {
+    const { consumer } = setup(async () => {
+      throw new Error('x');
+    });
+    const d = recordingDelivery({ key: 'counted', priorAttempts: 4 });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'reject', reason: 'retry_exhausted', attempt: 5 });
+  });
+
+  test('handler failed permanently: release and dead-letter at once; a replay after the fix is processed again', async () => {
+    const claimer = new InMemoryClaimer();
+    let fixed = false;
+    const consumer = new FnConsumer(fastOptions(claimer), async () => {
+      if (!fixed) throw new PermanentError('amount is negative');
+      return ack();
+    });
+    const d = recordingDelivery({ key: 'bad-amount' });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'reject', reason: 'permanent_error', outcome: 'rejected' });
+    expect(d.calls).toEqual([
+      { op: 'reject', info: { reason: 'permanent_error', attempts: 1, errorMessage: 'amount is negative', errorType: 'PermanentError' } },
+    ]);
+    fixed = true;
+    const replay = recordingDelivery({ key: 'bad-amount' });
+    expect(await consumer.dispatch(replay)).toMatchObject({ action: 'ack', outcome: 'committed' });
+  });
+
+  test('handler returned reject(reason): release and dead-letter with that reason', async () => {
+    const { consumer, types } = setup(async () => reject('unknown_account'));
+    const d = recordingDelivery({ key: 'acct' });
+    await consumer.dispatch(d);
+    expect(d.calls).toEqual([{ op: 'reject', info: { reason: 'unknown_account', attempts: 1 } }]);
+    expect(types()).toEqual(['acquired', 'released', 'rejected']);
+  });
+
+  test('a handler result that is not a disposition is an error, never an implicit ack', async () => {
+    const { consumer } = setup(async () => undefined as never);
+    const d = recordingDelivery({ key: 'void' });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'reject', reason: 'invalid_disposition' });
+    expect(d.calls[0]).toMatchObject({ op: 'reject', info: { reason: 'invalid_disposition', errorType: 'InvalidDispositionError' } });
+    const { consumer: c2 } = setup(async () => ({ type: 'acknowledge' }) as never);
+    expect((await c2.dispatch(recordingDelivery({ key: 'typo' }))).action).toBe('reject');
+  });
+
+  test('invalid message: an undecodable body is dead-lettered as invalid_body without a claim', async () => {
+    const { consumer, claimer } = setup();
+    const d = recordingDelivery({ key: 'garbled', raw: Buffer.from('{not json') });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'reject', reason: 'invalid_body', handled: false });
+    expect(d.calls[0]).toMatchObject({ op: 'reject', info: { reason: 'invalid_body', attempts: 0 } });
+    expect(claimer.claimCalls).toBe(0);
+  });
+
+  test('invalid message: no key is dead-lettered as missing_key, never processed unguarded', async () => {
+    const { consumer, claimer } = setup();
+    let runs = 0;
+    consumer.handler = async () => {
+      runs++;
+      return ack();
+    };
+    const d = recordingDelivery({ key: null });
+    expect(await consumer.dispatch(d)).toMatchObject({ action: 'reject', reason: 'missing_key' });
+    expect(runs).toBe(0);
+    expect(claimer.claimCalls).toBe(0);
+    // the broker message id is the fallback key
+    const withId = recordingDelivery({ key: null, messageId: 'm-1' });
+    expect(await consumer.dispatch(withId)).toMatchObject({ action: 'ack', key: 'test:m-1' });
+  });
+
+  test('invalid message: a too long or wrongly typed key is dead-lettered as invalid_key', async () => {
+    const { consumer } = setup();
+    const long = recordingDelivery({ key: 'k'.repeat(600) });
+    expect(await consumer.dispatch(long)).toMatchObject({ action: 'reject', reason: 'invalid_key' });
+    const typed = recordingDelivery({ headers: { 'idempotency-key': 12345 } });
+    expect(await consumer.dispatch(typed)).toMatchObject({ action: 'reject', reason: 'invalid_key' });
+    const bufferKey = recordingDelivery({ headers: { 'idempotency-key': Buffer.from('from-kafka') } });
+    expect(await consumer.dispatch(bufferKey)).toMatchObject({ action: 'ack', key: 'test:from-kafka' });
+  });
+
+  test('a broker settle that fails is reported as ack_failed and does not throw', async () => {
+    const { consumer, types } = setup();
+    const d = recordingDelivery({ key: 'ack-lost' }, { failWith: new Error('channel closed') });
+    const r = await consumer.dispatch(d);
+    expect(r.outcome).toBe('committed');
+    expect(types()).toEqual(['acquired', 'committed', 'ack_failed']);
+    // the redelivery of a committed key is a duplicate
+    expect((await consumer.dispatch(recordingDelivery({ key: 'ack-lost' }))).outcome).toBe('done_duplicate');
+  });
+
+  test('an observer that throws does not break settlement', async () => {
+    const claimer = new InMemoryClaimer();
+    const consumer = new FnConsumer(
+      {
+        ...fastOptions(claimer),
+        observers: [
+          {
+            onEvent: () => {
+              throw new Error('observer bug');
+            },
+            onDelivery: () => ({
+              step: async () => {
+                throw new Error('wrapper bug');
+              },
+              end: () => {
+                throw new Error('end bug');
+              },
+            }),
+          },
+        ],
+      },
+      async () => ack(),
+    );
+    const d = recordingDelivery({ key: 'observed' });
+    expect(await consumer.dispatch(d)).toMatchObject({ action: 'ack', outcome: 'committed' });
+    expect(d.calls).toEqual([{ op: 'ack', duplicate: false }]);
+  });
+
+  test('observer step wrappers see every step of an acquired delivery, in order', async () => {
+    const steps: string[] = [];
+    const ends: string[] = [];
+    const consumer = new FnConsumer(
+      {
+        ...fastOptions(new InMemoryClaimer()),
+        observers: [{ onDelivery: () => ({ step: (s, fn) => (steps.push(s), fn()), end: (r) => ends.push(r.outcome) }) }],
+      },
+      async () => ack(),
+    );
+    await consumer.dispatch(recordingDelivery({ key: 'steps' }));
+    expect(steps).toEqual(['claim', 'handle', 'commit', 'settle']);
+    expect(ends).toEqual(['committed']);
+  });
+});

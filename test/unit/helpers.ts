@@ -1,0 +1,159 @@
+import {
+  type Claimer,
+  ConsumerBase,
+  type ConsumerOptions,
+  type Delivery,
+  type DeliverySink,
+  type Disposition,
+  type HandlerContext,
+  type Message,
+  type MessageSource,
+  type RejectInfo,
+  type Receipt,
+  type RequeueInfo,
+  silentLogger,
+} from '../../src';
+
+/** A source that delivers nothing by itself; tests call `consumer.dispatch` directly. */
+export class ManualSource implements MessageSource {
+  readonly system = 'test';
+  sink: DeliverySink | undefined;
+  started = false;
+  intakeStopped = false;
+  closed = false;
+  async start(sink: DeliverySink): Promise<void> {
+    this.sink = sink;
+    this.started = true;
+  }
+  async stopIntake(): Promise<void> {
+    this.intakeStopped = true;
+  }
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+export type SettleCall =
+  | { op: 'ack'; duplicate: boolean }
+  | { op: 'requeue'; delayMs: number; info: RequeueInfo }
+  | { op: 'reject'; info: RejectInfo };
+
+/** A settler that records each call; `failWith` makes the broker call reject. */
+export function recordingDelivery(
+  input: { body?: unknown; key?: string | null; headers?: Record<string, unknown>; messageId?: string; priorAttempts?: number; raw?: Buffer } = {},
+  hooks: { failWith?: Error; onSettle?: (call: SettleCall) => void } = {},
+): Delivery & { calls: SettleCall[] } {
+  const calls: SettleCall[] = [];
+  const record = async (call: SettleCall) => {
+    calls.push(call);
+    hooks.onSettle?.(call);
+    if (hooks.failWith) throw hooks.failWith;
+  };
+  const headers: Record<string, unknown> = { ...(input.headers ?? {}) };
+  if (input.key !== null && input.key !== undefined) headers['idempotency-key'] = input.key;
+  return {
+    calls,
+    body: input.raw ?? Buffer.from(JSON.stringify(input.body ?? { n: 1 })),
+    headers,
+    messageId: input.messageId,
+    metadata: { system: 'test', destination: 'q', redelivered: false, priorAttempts: input.priorAttempts },
+    settler: {
+      ack: (info) => record({ op: 'ack', duplicate: info.duplicate }),
+      requeue: (delayMs, info) => record({ op: 'requeue', delayMs, info }),
+      reject: (info) => record({ op: 'reject', info }),
+    },
+  };
+}
+
+export type Handler = (message: Message<unknown>, context: HandlerContext) => Promise<Disposition>;
+
+/** A consumer whose handler is a function given by the test. */
+export class FnConsumer extends ConsumerBase<unknown> {
+  handler: Handler;
+  duplicates: { key: string; result: unknown }[] = [];
+  constructor(options: Omit<ConsumerOptions, 'source'> & { source?: MessageSource }, handler: Handler) {
+    super({ logger: silentLogger, source: options.source ?? new ManualSource(), ...options });
+    this.handler = handler;
+  }
+  handle(message: Message<unknown>, context: HandlerContext): Promise<Disposition> {
+    return this.handler(message, context);
+  }
+  protected override onDuplicate(message: Message<unknown>, result: unknown): void {
+    this.duplicates.push({ key: message.key, result });
+  }
+}
+
+/** Wraps a claimer so tests can make calls fail or count them. */
+export class FlakyClaimer implements Claimer {
+  claimCalls = 0;
+  failClaims = 0;
+  /** Commits that fail with ClaimerUnavailableError before they reach the store. */
+  failCommits = 0;
+  /** Releases that fail with ClaimerUnavailableError before they reach the store. */
+  failReleases = 0;
+  commitCalls = 0;
+  releaseCalls = 0;
+  constructor(readonly inner: Claimer) {}
+  get kind() {
+    return this.inner.kind;
+  }
+  async claim(key: string, options: Parameters<Claimer['claim']>[1]) {
+    this.claimCalls++;
+    if (this.failClaims > 0) {
+      this.failClaims--;
+      const { ClaimerUnavailableError } = await import('../../src');
+      throw new ClaimerUnavailableError('injected outage');
+    }
+    const result = await this.inner.claim(key, options);
+    if (result.state !== 'acquired') return result;
+    const inner = result.receipt;
+    const { ClaimerUnavailableError } = await import('../../src');
+    const receipt: Receipt = {
+      key: inner.key,
+      acquired: true,
+      ownerToken: inner.ownerToken,
+      fencingToken: inner.fencingToken,
+      commit: async (value) => {
+        this.commitCalls++;
+        if (this.failCommits > 0) {
+          this.failCommits--;
+          throw new ClaimerUnavailableError('injected commit outage');
+        }
+        return inner.commit(value);
+      },
+      release: async () => {
+        this.releaseCalls++;
+        if (this.failReleases > 0) {
+          this.failReleases--;
+          throw new ClaimerUnavailableError('injected release outage');
+        }
+        return inner.release();
+      },
+      extend: (ttl) => inner.extend(ttl),
+    };
+    return { ...result, receipt };
+  }
+}
+
+export function fastOptions(claimer: Claimer): Omit<ConsumerOptions, 'source'> {
+  return {
+    name: 'test',
+    claimer,
+    leaseTtlMs: 1000,
+    doneTtlMs: 60_000,
+    busyRequeueDelayMs: 7,
+    unavailableRequeueDelayMs: 11,
+    claimBackoff: { initialDelayMs: 1, maxDelayMs: 2, jitter: 0 },
+    retryBackoff: { initialDelayMs: 100, maxDelayMs: 1000, multiplier: 2, jitter: 0 },
+    commitDeadlineMs: 500,
+    releaseDeadlineMs: 200,
+  };
+}
+
+export async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!predicate()) {
+    if (Date.now() - start > timeoutMs) throw new Error('waitFor: condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
