@@ -1,0 +1,79 @@
+/**
+ * The demo's payment consumer: a ConsumerBase subclass whose effect is recorded in the ledger,
+ * with crashes injected at every step of the pipeline.
+ */
+import {
+  ack,
+  ConsumerBase,
+  type ConsumerOptions,
+  type Disposition,
+  type HandlerContext,
+  type Message,
+  PermanentError,
+  ShutdownError,
+  sleep,
+} from '../../src';
+import type { EffectLedger } from './ledger';
+import type { Rng } from './rng';
+
+export interface Payment {
+  readonly account: string;
+  readonly amountCents: number;
+  readonly poison?: boolean;
+}
+
+/** Where a worker may be made to crash. */
+export type CrashPoint = 'before_effect' | 'after_effect_before_commit' | 'after_commit_before_ack';
+
+export interface CrashPlan {
+  /** Chance, per delivery, of a crash at each point. */
+  readonly rate: Readonly<Record<CrashPoint, number>>;
+  /** Max handler think time, ms. */
+  readonly maxWorkMs: number;
+}
+
+/** Thrown inside a crashed worker to unwind its stack; nothing it does after reaches anyone. */
+export class SimulatedCrash extends ShutdownError {
+  constructor() {
+    super('simulated crash');
+  }
+}
+
+export class PaymentConsumer extends ConsumerBase<Payment> {
+  crashed = false;
+  /** Bodies whose ack must be dropped by a crash right after the commit. */
+  readonly crashOnAck = new WeakSet<Buffer>();
+
+  constructor(
+    options: ConsumerOptions,
+    readonly worker: number,
+    private readonly ledger: EffectLedger,
+    private readonly rng: Rng,
+    private readonly plan: CrashPlan,
+    private readonly onCrash: (point: CrashPoint) => void,
+  ) {
+    super(options);
+  }
+
+  async handle(message: Message<Payment>, context: HandlerContext): Promise<Disposition> {
+    if (message.body.poison) throw new PermanentError(`account ${message.body.account} is closed`);
+    const roll = this.rng.next();
+    const { rate } = this.plan;
+    await sleep(Math.floor(this.rng.next() * this.plan.maxWorkMs));
+    if (this.crashed) throw new SimulatedCrash(); // a dead process applies nothing more
+    if (roll < rate.before_effect) return this.crash('before_effect');
+    this.ledger.apply(message.key, this.worker, context.fencingToken);
+    if (roll < rate.before_effect + rate.after_effect_before_commit) return this.crash('after_effect_before_commit');
+    if (roll < rate.before_effect + rate.after_effect_before_commit + rate.after_commit_before_ack) this.crashOnAck.add(message.raw);
+    return ack({ appliedBy: this.worker });
+  }
+
+  /** Marks this worker dead and unwinds; the demo kills its source and claimer view. */
+  crash(point: CrashPoint): never {
+    if (!this.crashed) {
+      this.crashed = true;
+      this.onCrash(point);
+    }
+    throw new SimulatedCrash();
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * The twophase demo: publishes ~10,000 payments (a share duplicated, a few poison or garbled),
+ * runs several consumers at once, crashes some at every step of the pipeline, and checks that no
+ * payment is lost and that every duplicated effect comes from the one documented window (a crash
+ * after the effect and before the commit).
+ *
+ *   npm run demo                                          # embedded broker + in-memory claimer
+ *   npm run demo -- --broker rabbitmq --claimer redis     # local RabbitMQ + Redis
+ *
+ * Exit code 0 when the verdict holds, 1 otherwise.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import {
+  type ConsumerEvent,
+  type Delivery,
+  type DeliverySink,
+  type MessageSource,
+  silentLogger,
+  sleep,
+} from '../../src';
+import { CrashableClaimer } from './crashable-claimer';
+import { type CrashPoint, type Payment, PaymentConsumer } from './demo-consumer';
+import { EffectLedger } from './ledger';
+import { printReport, type RunStats } from './report';
+import { Rng } from './rng';
+import type { CrashableSource, DemoMessage, DemoStack } from './stack';
+
+interface DemoOptions {
+  broker: 'memory' | 'rabbitmq';
+  claimer: 'memory' | 'redis';
+  messages: number;
+  duplicateShare: number;
+  consumers: number;
+  concurrency: number;
+  poison: number;
+  crashRate: number;
+  seed: number;
+  timeoutS: number;
+  quiet: boolean;
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  return n;
+}
+
+function share(value: string): number {
+  const n = Number(value);
+  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('expected a number in [0, 1]');
+  return n;
+}
+
+function parseOptions(argv: string[]): DemoOptions {
+  const program = new Command()
+    .name('twophase-demo')
+    .description('Publish payments, crash consumers at every step, and check the effect-once verdict.')
+    .addOption(new Option('--broker <broker>', 'message broker').choices(['memory', 'rabbitmq']).default('memory').env('TWOPHASE_DEMO_BROKER'))
+    .addOption(new Option('--claimer <claimer>', 'claim store').choices(['memory', 'redis']).default('memory').env('TWOPHASE_DEMO_CLAIMER'))
+    .option('--messages <n>', 'unique payments to publish', positiveInt, 10_000)
+    .option('--duplicate-share <x>', 'extra copies published, as a share of the unique payments', share, 0.15)
+    .option('--consumers <n>', 'consumers running at once', positiveInt, 4)
+    .option('--concurrency <n>', 'in-flight messages per consumer', positiveInt, 16)
+    .option('--poison <n>', 'poison payments (always fail permanently)', positiveInt, 10)
+    .option('--crash-rate <x>', 'chance per delivery of a crash at each crash point', share, 0.002)
+    .option('--seed <n>', 'random seed (reproducible runs)', positiveInt, 42)
+    .option('--timeout-s <n>', 'give up after this many seconds', positiveInt, 300)
+    .option('--quiet', 'no progress lines', false)
+    .parse(argv);
+  return program.opts<DemoOptions>();
+}
+
+async function makeStack(options: DemoOptions): Promise<DemoStack> {
+  if (options.broker === 'memory' && options.claimer === 'memory') {
+    const { memoryStack } = await import('./stacks/memory');
+    return memoryStack();
+  }
+  const { realStack } = await import('./stacks/real');
+  return realStack(options.broker, options.claimer);
+}
+
+function buildMessages(options: DemoOptions, rng: Rng): { messages: DemoMessage[]; uniqueKeys: string[]; poisonKeys: string[]; invalid: number } {
+  const uniqueKeys: string[] = [];
+  const poisonKeys: string[] = [];
+  const messages: DemoMessage[] = [];
+  const body = (p: Payment) => Buffer.from(JSON.stringify(p));
+  for (let i = 0; i < options.messages; i++) {
+    const key = `pay-${options.seed}-${i}`;
+    uniqueKeys.push(key);
+    messages.push({ key, body: body({ account: `acct-${i % 97}`, amountCents: 100 + (i % 5000) }) });
+  }
+  const copies = Math.round(options.messages * options.duplicateShare);
+  for (let i = 0; i < copies; i++) {
+    const original = messages[Math.floor(rng.next() * options.messages)]!;
+    messages.push(original);
+  }
+  for (let i = 0; i < options.poison; i++) {
+    const key = `poison-${options.seed}-${i}`;
+    poisonKeys.push(key);
+    messages.push({ key, body: body({ account: 'closed', amountCents: 1, poison: true }) });
+  }
+  // Messages that cannot be handled at all: garbled bodies, and one with no key.
+  const invalid = 3;
+  messages.push({ key: `garbled-${options.seed}-1`, body: Buffer.from('{"account": "acct-1", "amountCe') });
+  messages.push({ key: `garbled-${options.seed}-2`, body: Buffer.from([0xff, 0xfe, 0x00]) });
+  messages.push({ key: undefined, body: body({ account: 'acct-2', amountCents: 5 }) });
+  for (let i = messages.length - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1));
+    [messages[i], messages[j]] = [messages[j]!, messages[i]!];
+  }
+  return { messages, uniqueKeys, poisonKeys, invalid };
+}
+
+/** Wraps a worker's source so settles of a dead worker never reach the broker, and final settles are counted. */
+function demoSource(inner: CrashableSource, consumer: () => PaymentConsumer, stats: RunStats): MessageSource {
+  const wrap = (d: Delivery): Delivery => ({
+    ...d,
+    settler: {
+      ack: async (info) => {
+        const c = consumer();
+        if (c.crashOnAck.has(d.body)) c.crash('after_commit_before_ack');
+        if (c.crashed) return;
+        await d.settler.ack(info);
+        stats.finals++;
+      },
+      requeue: async (delayMs, info) => {
+        if (consumer().crashed) return;
+        await d.settler.requeue(delayMs, info);
+      },
+      reject: async (info) => {
+        if (consumer().crashed) return;
+        await d.settler.reject(info);
+        stats.finals++;
+        stats.deadLettered++;
+      },
+    },
+  });
+  return {
+    system: inner.system,
+    start: (sink: DeliverySink, opts) =>
+      inner.start(
+        {
+          dispatch: (d, p) => {
+            stats.delivered++;
+            return sink.dispatch(wrap(d), p);
+          },
+          claimBatch: (ds) => sink.claimBatch(ds),
+        },
+        opts,
+      ),
+    stopIntake: () => inner.stopIntake(),
+    close: () => inner.close(),
+    isConsuming: () => inner.isConsuming?.() ?? true,
+  };
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv);
+  const rng = new Rng(options.seed);
+  const stack = await makeStack(options);
+  const ledger = new EffectLedger();
+  const stats: RunStats = {
+    published: 0,
+    delivered: 0,
+    finals: 0,
+    handlerRuns: 0,
+    duplicatesSkipped: 0,
+    busyRequeues: 0,
+    retries: 0,
+    deadLettered: 0,
+    commitFailed: 0,
+    leaseLost: 0,
+    crashes: { before_effect: 0, after_effect_before_commit: 0, after_commit_before_ack: 0 },
+  };
+  const { messages, uniqueKeys, poisonKeys, invalid } = buildMessages(options, rng);
+  stats.published = messages.length;
+
+  const live = new Set<PaymentConsumer>();
+  let nextWorker = 0;
+  let stopping = false;
+  const plan = {
+    rate: { before_effect: options.crashRate, after_effect_before_commit: options.crashRate, after_commit_before_ack: options.crashRate },
+    maxWorkMs: 3,
+  };
+
+  const startWorker = async (): Promise<void> => {
+    const worker = ++nextWorker;
+    const claimer = new CrashableClaimer(stack.claimer);
+    const inner = stack.makeSource(worker);
+    let self!: PaymentConsumer;
+    const onEvent = (e: ConsumerEvent) => {
+      switch (e.type) {
+        case 'acquired':
+          stats.handlerRuns++;
+          break;
+        case 'done_duplicate':
+          stats.duplicatesSkipped++;
+          break;
+        case 'busy':
+          stats.busyRequeues++;
+          break;
+        case 'committed':
+          if (e.key) ledger.committed(e.key, worker);
+          break;
+        case 'commit_failed':
+          if (!self.crashed) stats.commitFailed++;
+          break;
+        case 'lease_lost':
+          stats.leaseLost++;
+          break;
+        case 'released':
+          if (!self.crashed) stats.retries++;
+          break;
+        default:
+          break;
+      }
+    };
+    self = new PaymentConsumer(
+      {
+        name: 'payments',
+        claimer,
+        source: demoSource(inner, () => self, stats),
+        concurrency: options.concurrency,
+        leaseTtlMs: 1_000,
+        doneTtlMs: 3_600_000,
+        busyRequeueDelayMs: 100,
+        retryBackoff: { initialDelayMs: 50, maxDelayMs: 500 },
+        claimRetries: 1,
+        claimBackoff: { initialDelayMs: 5, maxDelayMs: 5 },
+        commitDeadlineMs: 100,
+        releaseDeadlineMs: 50,
+        unavailableRequeueDelayMs: 100,
+        deployment: { replicas: stack.replicas },
+        logger: silentLogger,
+        observers: [{ onEvent }],
+      },
+      worker,
+      ledger,
+      rng,
+      plan,
+      (point: CrashPoint) => {
+        stats.crashes[point]++;
+        ledger.crashedWorkers.add(worker);
+        claimer.crashed = true;
+        live.delete(self);
+        void Promise.resolve(inner.crash()).finally(() => {
+          if (!stopping) void startWorker();
+        });
+      },
+    );
+    live.add(self);
+    await self.start();
+  };
+
+  for (let i = 0; i < options.consumers; i++) await startWorker();
+  await stack.publish(messages);
+
+  const started = Date.now();
+  let lastProgress = 0;
+  while (stats.finals < stats.published) {
+    if (Date.now() - started > options.timeoutS * 1000) break;
+    if (!options.quiet && Date.now() - lastProgress >= 1000) {
+      lastProgress = Date.now();
+      const pct = ((100 * stats.finals) / stats.published).toFixed(1);
+      process.stdout.write(`  settled ${stats.finals}/${stats.published} (${pct} %), delivered ${stats.delivered}, crashes ${ledger.crashedWorkers.size}\n`);
+    }
+    await sleep(50);
+  }
+  const elapsedMs = Date.now() - started;
+  stopping = true;
+  await Promise.all([...live].map((c) => c.stop()));
+  const deadLetters = await stack.deadLetters();
+  await stack.close();
+  return printReport({ label: stack.label, options, stats, ledger, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: stats.finals < stats.published });
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(error);
+    process.exit(2);
+  },
+);

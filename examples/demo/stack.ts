@@ -1,0 +1,31 @@
+/**
+ * What the demo needs of a broker + claimer combination.
+ */
+import type { Claimer, MessageSource } from '../../src';
+
+/** One message the demo publishes. */
+export interface DemoMessage {
+  /** Idempotency key (undefined for a message without one). */
+  readonly key: string | undefined;
+  readonly body: Buffer;
+}
+
+/** A source the demo can "kill": its unsettled deliveries go back to the broker. */
+export interface CrashableSource extends MessageSource {
+  /** Drops the consumer as a dying process would (no settle reaches the broker). */
+  crash(): unknown;
+}
+
+export interface DemoStack {
+  /** Shown in the report, e.g. "memory broker + memory claimer". */
+  readonly label: string;
+  /** The claimer every worker shares (each wraps it to simulate its own crash). */
+  readonly claimer: Claimer;
+  /** Declared replicas: 1 for the in-process claimer (all workers live in this process). */
+  readonly replicas: number;
+  makeSource(worker: number): CrashableSource;
+  publish(messages: readonly DemoMessage[]): Promise<void>;
+  /** Messages in the dead-letter queue with their reason. */
+  deadLetters(): Promise<{ key: string | undefined; reason: string }[]>;
+  close(): Promise<void>;
+}
