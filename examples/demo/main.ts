@@ -187,7 +187,6 @@ async function main(): Promise<number> {
     const worker = ++nextWorker;
     const claimer = new CrashableClaimer(stack.claimer);
     const inner = stack.makeSource(worker);
-    let self!: PaymentConsumer;
     const onEvent = (e: ConsumerEvent) => {
       switch (e.type) {
         case 'acquired':
@@ -215,7 +214,7 @@ async function main(): Promise<number> {
           break;
       }
     };
-    self = new PaymentConsumer(
+    const self: PaymentConsumer = new PaymentConsumer(
       {
         name: 'payments',
         claimer,

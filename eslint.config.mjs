@@ -1,0 +1,51 @@
+// Lint rules. The import restrictions hold the architecture: the core (src/) knows no broker,
+// store or telemetry SDK, and an adapter reaches the core only through its public index.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+const brokerAndStoreClients = ['amqplib', 'amqp-connection-manager', 'kafkajs', 'ioredis', 'pg', '@opentelemetry/*'];
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.kafka/**', '.tmp/**', 'scripts/**/*.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-empty': ['error', { allowEmptyCatch: false }],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: brokerAndStoreClients, message: 'src/ is the core: it must not import a broker, store or telemetry client.' },
+            { group: ['../adapters/*', '../../adapters/*'], message: 'the core never imports an adapter.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['adapters/**/*.ts'],
+    ignores: ['adapters/cli/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../../src/*'], message: 'import the core through its public index: ../../src' },
+            { group: ['../memory/*', '../redis/*', '../rabbitmq/*', '../kafka/*', '../otel/*', '../memory', '../redis', '../rabbitmq', '../kafka', '../otel'], message: 'adapters never import one another (only the CLI combines them).' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'examples/**/*.ts'],
+    rules: { '@typescript-eslint/no-non-null-assertion': 'off', 'no-console': 'off' },
+  },
+);
