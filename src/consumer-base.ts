@@ -19,7 +19,8 @@ import {
   ShutdownError,
   TimeoutError,
 } from './errors';
-import { KeepAlive } from './keep-alive';
+import { LazyAbort } from './handler-signal';
+import { LeaseKeeper } from './keep-alive';
 import { namespaceKey, validateKey } from './keys';
 import { consoleWarnLogger, type Logger } from './logger';
 import { defaultMessageKey } from './message-key';
@@ -28,7 +29,6 @@ import {
   type DeliveryResult,
   DeliveryTrace,
   ObservationFanout,
-  type Outcome,
 } from './observer';
 import { backoffDelay, sleep } from './retry';
 import { Semaphore } from './semaphore';
@@ -69,7 +69,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private readonly observation: ObservationFanout;
   private readonly limiter: Semaphore;
   private readonly inFlight = new Set<Promise<DeliveryResult>>();
-  private readonly handlerControllers = new Set<AbortController>();
+  private readonly handlerControllers = new Set<LazyAbort>();
+  private readonly keeper: LeaseKeeper | undefined;
   /** Aborts local waits (claim backoff) at shutdown. Receipt operations never listen to it. */
   private readonly shutdown = new AbortController();
   private state: ConsumerState = 'created';
@@ -81,6 +82,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.logger = this.options.logger;
     this.observation = new ObservationFanout(this.options.observers, this.logger);
     this.limiter = new Semaphore(this.options.concurrency);
+    this.keeper = this.options.keepAlive ? new LeaseKeeper(this.options.leaseTtlMs, Math.max(1, Math.floor(this.options.leaseTtlMs / 3))) : undefined;
     if (this.options.failOpen) {
       this.logger.warn({ consumer: this.name }, 'failOpen is on: while the claim store is unavailable, handlers run WITHOUT a claim and effects may repeat');
     }
@@ -170,12 +172,14 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
   /** {@inheritDoc DeliverySink.dispatch} */
   dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult> {
-    const run = this.limiter
-      .acquire()
-      .then(() => this.process(delivery, preclaimed))
-      .finally(() => this.limiter.release());
+    const run: Promise<DeliveryResult> = (this.limiter.tryAcquire() ? this.process(delivery, preclaimed) : this.limiter.acquire().then(() => this.process(delivery, preclaimed))).then(
+      (result) => {
+        this.limiter.release();
+        this.inFlight.delete(run);
+        return result;
+      },
+    );
     this.inFlight.add(run);
-    void run.finally(() => this.inFlight.delete(run));
     return run;
   }
 
@@ -307,7 +311,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
     const base = { key, claimState: claim.state } as const;
     if (claim.state === 'done') {
-      this.emit(trace, delivery, { type: 'done_duplicate', key });
+      this.emit(trace, delivery, 'done_duplicate', key);
       try {
         await this.onDuplicate(message, claim.result);
       } catch (error) {
@@ -316,7 +320,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return this.ack(delivery, trace, true, { ...base, outcome: 'done_duplicate', handled: false });
     }
     if (claim.state === 'busy') {
-      this.emit(trace, delivery, { type: 'busy', key });
+      this.emit(trace, delivery, 'busy', key);
       return this.requeue(delivery, trace, { cause: 'busy' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'busy', handled: false });
     }
     return this.runAcquired(delivery, message, claim, trace);
@@ -340,7 +344,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private async onClaimError(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace, error: unknown): Promise<PendingResult> {
     const key = message.key;
     if (error instanceof KeyConflictError) {
-      this.emit(trace, delivery, { type: 'key_conflict', key, error });
+      this.emit(trace, delivery, 'key_conflict', key, { error });
       return this.reject(delivery, trace, { reason: 'key_conflict', attempts: 0, error }, { key, outcome: 'key_conflict', handled: false });
     }
     if (error instanceof InvalidKeyError || error instanceof ConfigurationError) {
@@ -349,7 +353,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     if (error instanceof ShutdownError) {
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { key, outcome: 'claim_failed', handled: false, error });
     }
-    this.emit(trace, delivery, { type: 'claim_failed', key, error });
+    this.emit(trace, delivery, 'claim_failed', key, { error });
     if (this.options.failOpen) return this.runUnguarded(delivery, message, trace);
     this.logger.warn({ err: error, key }, 'claim store unavailable; requeueing without running the handler');
     return this.requeue(delivery, trace, { cause: 'claimer_unavailable' }, this.options.unavailableRequeueDelayMs, { key, outcome: 'claim_failed', handled: false, error });
@@ -361,36 +365,41 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     const attempt = Math.max(claim.attempt, (delivery.metadata.priorAttempts ?? 0) + 1);
     const fencingToken = receipt.fencingToken;
     const base = { key, claimState: 'acquired' as const, attempt, fencingToken };
-    this.emit(trace, delivery, { type: 'acquired', key, attempt, fencingToken });
+    this.emit(trace, delivery, 'acquired', key, { attempt, fencingToken });
 
     if (attempt > this.options.maxAttempts) {
       // Redelivered more often than allowed (for example a handler that crashes its process).
       await this.release(delivery, trace, receipt, base);
-      this.emit(trace, delivery, { type: 'retry_exhausted', key, attempt, fencingToken });
+      this.emit(trace, delivery, 'retry_exhausted', key, { attempt, fencingToken });
       return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
     }
 
-    const controller = new AbortController();
+    const controller = new LazyAbort();
     this.handlerControllers.add(controller);
     const timer =
       this.options.handlerTimeoutMs === undefined
         ? undefined
         : setTimeout(() => controller.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
     let lostDuringHandler: LeaseLostError | undefined;
-    const keepAlive = this.options.keepAlive
-      ? new KeepAlive(receipt, {
-          leaseTtlMs: this.options.leaseTtlMs,
-          intervalMs: Math.max(1, Math.floor(this.options.leaseTtlMs / 3)),
+    const keepAlive = this.keeper
+      ? this.keeper.keep(receipt, {
           onLost: (error) => {
             lostDuringHandler = error;
             controller.abort(error);
           },
-          onExtended: () => this.emit(trace, delivery, { type: 'lease_extended', key, attempt, fencingToken }),
+          onExtended: () => this.emit(trace, delivery, 'lease_extended', key, { attempt, fencingToken }),
           onError: (error) => this.logger.warn({ err: error, key }, 'lease extend failed; will try again'),
         })
       : undefined;
 
-    const context: HandlerContext = { signal: controller.signal, fencingToken, attempt, metadata: delivery.metadata };
+    const context: HandlerContext = {
+      get signal() {
+        return controller.signal;
+      },
+      fencingToken,
+      attempt,
+      metadata: delivery.metadata,
+    };
     let end: HandlerEnd;
     try {
       const value = await trace.step('handle', () => this.handle(message, context));
@@ -399,7 +408,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       end = { kind: 'error', error };
     } finally {
       clearTimeout(timer);
-      await keepAlive?.stop();
+      const extending = keepAlive?.stop();
+      if (extending) await extending;
       this.handlerControllers.delete(controller);
     }
 
@@ -408,17 +418,17 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       if (commit.outcome !== 'committed') {
         this.logger.error({ err: commit.error, key, fencingToken }, `effect applied but ${commit.outcome}: a redelivery after the lease ends may repeat it`);
       }
-      this.emit(trace, delivery, { type: commit.outcome, key, attempt, fencingToken, error: commit.outcome === 'committed' ? undefined : commit.error });
+      this.emit(trace, delivery, commit.outcome, key, { attempt, fencingToken, error: commit.outcome === 'committed' ? undefined : commit.error });
       return this.ack(delivery, trace, false, { ...base, outcome: commit.outcome, handled: true, error: commit.outcome === 'committed' ? undefined : commit.error });
     }
 
     await this.release(delivery, trace, receipt, base);
-    const abortReason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+    const abortReason: unknown = controller.reason;
     if (abortReason instanceof ShutdownError) {
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { ...base, outcome: 'released', handled: true });
     }
     if (lostDuringHandler) {
-      this.emit(trace, delivery, { type: 'lease_lost', key, attempt, fencingToken, error: lostDuringHandler });
+      this.emit(trace, delivery, 'lease_lost', key, { attempt, fencingToken, error: lostDuringHandler });
       return this.requeue(delivery, trace, { cause: 'lease_lost' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'lease_lost', handled: true, error: lostDuringHandler });
     }
     if (end.kind === 'disposition' && end.disposition.type === 'reject') {
@@ -430,7 +440,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return this.reject(delivery, trace, { reason, attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
     }
     if (attempt >= this.options.maxAttempts) {
-      this.emit(trace, delivery, { type: 'retry_exhausted', key, attempt, fencingToken, error });
+      this.emit(trace, delivery, 'retry_exhausted', key, { attempt, fencingToken, error });
       return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt, error }, { ...base, outcome: 'retry_exhausted', handled: true, error });
     }
     const asked = end.kind === 'disposition' && end.disposition.type === 'requeue' ? end.disposition.delayMs : undefined;
@@ -441,9 +451,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   /** Fail-open path: the store stayed unavailable and `failOpen` is on. No claim, no commit. */
   private async runUnguarded(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace): Promise<PendingResult> {
     const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
-    this.emit(trace, delivery, { type: 'fail_open', key: message.key, attempt });
+    this.emit(trace, delivery, 'fail_open', message.key, { attempt });
     this.logger.warn({ key: message.key }, 'failOpen: running the handler without a claim');
-    const controller = new AbortController();
+    const controller = new LazyAbort();
     this.handlerControllers.add(controller);
     const base = { key: message.key, attempt, fencingToken: 0 };
     try {
@@ -464,7 +474,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
   private async release(delivery: Delivery, trace: DeliveryTrace, receipt: AcquiredClaim['receipt'], base: { key: string; attempt: number; fencingToken: number }): Promise<void> {
     const released = await trace.step('release', () => releaseWithin(receipt, this.options.releaseDeadlineMs, this.logger));
-    if (released) this.emit(trace, delivery, { type: 'released', ...base });
+    if (released) this.emit(trace, delivery, 'released', base.key, base);
   }
 
   private async ack(delivery: Delivery, trace: DeliveryTrace, duplicate: boolean, result: Omit<PendingResult, 'action'>): Promise<PendingResult> {
@@ -489,7 +499,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       errorMessage: truncateErrorMessage(info.error),
       errorType: errorType(info.error),
     };
-    this.emit(trace, delivery, { type: 'rejected', key: result.key, attempt: result.attempt, fencingToken: result.fencingToken, reason: info.reason, error: info.error });
+    this.emit(trace, delivery, 'rejected', result.key, { attempt: result.attempt, fencingToken: result.fencingToken, reason: info.reason, error: info.error });
     await this.settle(trace, delivery, result, () => delivery.settler.reject(rejectInfo));
     return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
   }
@@ -501,12 +511,20 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return true;
     } catch (error) {
       this.logger.warn({ err: error, key: result.key }, 'broker settle failed; the broker will redeliver and the claim decides');
-      this.emit(trace, delivery, { type: 'ack_failed', key: result.key, attempt: result.attempt, fencingToken: result.fencingToken, error });
+      this.emit(trace, delivery, 'ack_failed', result.key, { attempt: result.attempt, fencingToken: result.fencingToken, error });
       return false;
     }
   }
 
-  private emit(trace: DeliveryTrace, delivery: Delivery, event: Omit<ConsumerEvent, 'consumer' | 'metadata'> & { type: Outcome | ConsumerEvent['type'] }): void {
-    trace.emit({ ...event, consumer: this.name, metadata: delivery.metadata });
+  /** Emits one event; builds nothing when no observer is registered. */
+  private emit(
+    trace: DeliveryTrace,
+    delivery: Delivery,
+    type: ConsumerEvent['type'],
+    key: string | undefined,
+    detail?: { attempt?: number; fencingToken?: number; error?: unknown; reason?: string },
+  ): void {
+    if (!trace.observed) return;
+    trace.emit({ type, consumer: this.name, key, metadata: delivery.metadata, ...detail });
   }
 }

@@ -53,6 +53,8 @@ export class InMemoryClaimer implements Claimer {
   private readonly maxResultBytes: number;
   private readonly sweepPerClaim: number;
   private fenceCounter = 0;
+  /** Owner tokens are this random instance id plus the fencing token: unique without a UUID per claim. */
+  private readonly instanceId = randomUUID();
   private sweepCursor: Iterator<[string, KeyRecord]> | undefined;
   private readonly operations: LeaseOperations = {
     commit: async (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
@@ -117,7 +119,7 @@ export class InMemoryClaimer implements Claimer {
     }
     const next: KeyRecord = {
       state: 'leased',
-      owner: randomUUID(),
+      owner: `${this.instanceId}:${this.fenceCounter + 1}`,
       fence: ++this.fenceCounter,
       attempts: (record?.attempts ?? 0) + 1,
       fingerprint: options.fingerprint ?? record?.fingerprint,

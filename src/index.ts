@@ -27,7 +27,7 @@ export {
   type SettleAction,
 } from './observer';
 export { type BackoffPolicy, backoffDelay, sleep, withDeadline, retryWithin } from './retry';
-export { KeepAlive, type KeepAliveOptions } from './keep-alive';
+export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
 export { IDEMPOTENCY_KEY_HEADER, defaultMessageKey } from './message-key';
 export type { MessageSource, DeliverySink, PreparedClaim } from './source';
 export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';

@@ -1,68 +1,117 @@
 /**
- * Lease keep-alive: extends a receipt's lease while its handler runs.
+ * Lease keep-alive: extends the leases of running handlers.
+ *
+ * One keeper per consumer runs one unref'd timer while at least one lease is kept, instead of a
+ * timer per message; each lease is extended about every `intervalMs` (the consumer uses
+ * leaseTtlMs / 3), with one extend in flight per lease at a time.
  */
+import { performance } from 'node:perf_hooks';
 import type { Receipt } from './claimer';
 import { LeaseLostError } from './errors';
 
-export interface KeepAliveOptions {
-  /** Lease length requested on each extend, ms. */
-  readonly leaseTtlMs: number;
-  /** Time between extends, ms (the consumer uses leaseTtlMs / 3). */
-  readonly intervalMs: number;
-  /** Called with the LeaseLostError when the store reports the lease lost; keep-alive stops. */
+/** Callbacks of one kept lease. */
+export interface KeptLeaseCallbacks {
+  /** Called with the LeaseLostError when the store reports the lease lost; the lease is no longer kept. */
   readonly onLost: (error: LeaseLostError) => void;
   /** Called after each successful extend. */
   readonly onExtended?: () => void;
-  /** Called when an extend fails transiently; keep-alive goes on. */
+  /** Called when an extend fails transiently; extending goes on. */
   readonly onError?: (error: unknown) => void;
 }
 
-/**
- * Starts extending `receipt` every `intervalMs` until {@link KeepAlive.stop}. One extend is in
- * flight at a time; the timer is unref'd and cleared on stop, so nothing outlives the handler.
- */
-export class KeepAlive {
+/** Handle on one kept lease. */
+export interface KeptLease {
+  /**
+   * Stops extending. Returns a promise only when an extend is in flight (await it so a commit
+   * never races that extend); otherwise returns undefined.
+   */
+  stop(): Promise<void> | undefined;
+}
+
+interface Entry extends KeptLease {
+  readonly receipt: Receipt;
+  readonly callbacks: KeptLeaseCallbacks;
+  dueAt: number;
+  inFlight: Promise<void> | undefined;
+  stopped: boolean;
+}
+
+export class LeaseKeeper {
+  private readonly entries = new Set<Entry>();
   private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<void> | undefined;
-  private stopped = false;
+  private readonly tickMs: number;
 
+  /**
+   * @param leaseTtlMs lease length requested on each extend, ms
+   * @param intervalMs time between extends of one lease, ms
+   */
   constructor(
-    private readonly receipt: Receipt,
-    private readonly options: KeepAliveOptions,
+    private readonly leaseTtlMs: number,
+    private readonly intervalMs: number,
   ) {
-    this.schedule();
+    this.tickMs = Math.max(1, Math.floor(intervalMs / 4));
   }
 
-  /** Stops extending and waits for an extend already in flight, so commit never races it. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.inFlight;
+  /** Number of leases being kept. */
+  get size(): number {
+    return this.entries.size;
   }
 
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.inFlight = this.tick().finally(() => {
-        this.inFlight = undefined;
-        this.schedule();
+  /** Starts extending `receipt` until the returned handle is stopped. */
+  keep(receipt: Receipt, callbacks: KeptLeaseCallbacks): KeptLease {
+    const entries = this.entries;
+    const entry: Entry = {
+      receipt,
+      callbacks,
+      dueAt: performance.now() + this.intervalMs,
+      inFlight: undefined,
+      stopped: false,
+      stop: () => {
+        entry.stopped = true;
+        entries.delete(entry);
+        this.idle();
+        return entry.inFlight;
+      },
+    };
+    entries.add(entry);
+    if (!this.timer) {
+      this.timer = setInterval(() => this.tick(), this.tickMs);
+      this.timer.unref();
+    }
+    return entry;
+  }
+
+  private idle(): void {
+    if (this.entries.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private tick(): void {
+    const now = performance.now();
+    for (const entry of this.entries) {
+      if (entry.inFlight || entry.dueAt > now) continue;
+      entry.dueAt = now + this.intervalMs;
+      entry.inFlight = this.extend(entry).finally(() => {
+        entry.inFlight = undefined;
       });
-    }, this.options.intervalMs);
-    this.timer.unref();
+    }
   }
 
-  private async tick(): Promise<void> {
+  private async extend(entry: Entry): Promise<void> {
     try {
-      await this.receipt.extend(this.options.leaseTtlMs);
-      if (!this.stopped) this.options.onExtended?.();
+      await entry.receipt.extend(this.leaseTtlMs);
+      if (!entry.stopped) entry.callbacks.onExtended?.();
     } catch (error) {
-      if (this.stopped) return;
+      if (entry.stopped) return;
       if (error instanceof LeaseLostError) {
-        this.stopped = true;
-        this.options.onLost(error);
+        entry.stopped = true;
+        this.entries.delete(entry);
+        this.idle();
+        entry.callbacks.onLost(error);
       } else {
-        this.options.onError?.(error);
+        entry.callbacks.onError?.(error);
       }
     }
   }

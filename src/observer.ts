@@ -108,8 +108,14 @@ export class ObservationFanout {
     private readonly logger: Logger,
   ) {}
 
-  /** Starts observing a delivery. Cheap when no observer asks for per-delivery hooks. */
+  /** True when at least one observer is registered. */
+  get active(): boolean {
+    return this.observers.length > 0;
+  }
+
+  /** Starts observing a delivery. Free when there is no observer (a shared inert trace). */
   start(info: DeliveryInfo): DeliveryTrace {
+    if (this.observers.length === 0) return INERT_TRACE;
     let hooks: DeliveryObservation[] | undefined;
     for (const observer of this.observers) {
       if (!observer.onDelivery) continue;
@@ -131,11 +137,16 @@ export class ObservationFanout {
 
 /** One delivery's observation handle, used by the pipeline. */
 export class DeliveryTrace {
+  /** False for the inert trace: callers skip building events. */
+  readonly observed: boolean;
+
   constructor(
     private readonly observers: readonly ConsumerObserver[],
     private readonly hooks: readonly DeliveryObservation[],
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.observed = observers.length > 0;
+  }
 
   emit(event: ConsumerEvent): void {
     for (const o of this.observers) if (o.onEvent) this.guard(() => o.onEvent!(event), 'onEvent');
@@ -148,6 +159,7 @@ export class DeliveryTrace {
 
   /** Runs `fn` inside every observer's wrapper for `step`; a throwing wrapper cannot skip or repeat `fn`. */
   step<T>(step: PipelineStep, fn: () => Promise<T>): Promise<T> {
+    if (this.hooks.length === 0) return fn();
     let run = fn;
     for (const h of this.hooks) {
       if (!h.step) continue;
@@ -195,3 +207,7 @@ async function guardedStep<T>(hook: DeliveryObservation, step: PipelineStep, fn:
     throw settled && !settled.ok ? settled.error : error;
   }
 }
+
+const silent: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+/** The trace of a consumer without observers: every call is a no-op. */
+const INERT_TRACE = new DeliveryTrace([], [], silent);

@@ -48,6 +48,7 @@ export class LeaseReceipt implements Receipt {
   private settled: Settled | undefined;
   private lostError: LeaseLostError | undefined;
   private tail: Promise<unknown> = Promise.resolve();
+  private pending = 0;
 
   constructor(
     private readonly lease: LeaseIdentity,
@@ -128,9 +129,15 @@ export class LeaseReceipt implements Receipt {
     }
   }
 
+  /** Runs operations one at a time in call order; the common case (nothing in flight) runs at once. */
   private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.tail.then(fn, fn);
-    this.tail = run.catch(() => undefined);
+    const run = this.pending === 0 ? fn() : this.tail.then(fn, fn);
+    this.pending++;
+    const settled = run.then(
+      () => void this.pending--,
+      () => void this.pending--,
+    );
+    this.tail = settled;
     return run;
   }
 }

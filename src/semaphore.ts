@@ -7,6 +7,15 @@ export class Semaphore {
     this.available = permits;
   }
 
+  /** Takes a permit at once if one is free; true when taken. */
+  tryAcquire(): boolean {
+    if (this.available > 0) {
+      this.available--;
+      return true;
+    }
+    return false;
+  }
+
   /** Resolves when a permit is held; call `release` once when done. */
   acquire(): Promise<void> {
     if (this.available > 0) {

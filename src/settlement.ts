@@ -6,7 +6,7 @@
  * that was about to land must land, or the next delivery would repeat the effect.
  */
 import type { JsonValue, Receipt } from './claimer';
-import { LeaseLostError, ResultTooLargeError } from './errors';
+import { isRetriable, LeaseLostError, ResultTooLargeError } from './errors';
 import type { Logger } from './logger';
 import type { BackoffPolicy } from './retry';
 import { retryWithin } from './retry';
@@ -32,6 +32,14 @@ export async function commitWithin(
   logger: Logger,
 ): Promise<CommitOutcome> {
   let value = result;
+  try {
+    // Fast path: one attempt without the retry machinery; retries only after a retriable error.
+    await receipt.commit(value);
+    return { outcome: 'committed' };
+  } catch (error) {
+    if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
+    if (!(error instanceof ResultTooLargeError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
+  }
   try {
     await retryWithin(
       async () => {
@@ -62,6 +70,15 @@ export async function commitWithin(
  * then ends at its TTL). Never throws.
  */
 export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger: Logger): Promise<boolean> {
+  try {
+    await receipt.release();
+    return true;
+  } catch (error) {
+    if (!isRetriable(error)) {
+      logger.warn({ err: error, key: receipt.key }, 'release failed; the lease will end at its TTL');
+      return false;
+    }
+  }
   try {
     await retryWithin(() => receipt.release(), { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
     return true;

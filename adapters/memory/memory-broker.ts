@@ -50,8 +50,34 @@ interface Subscription {
   active: boolean;
 }
 
+/** A FIFO with O(1) push, shift and unshift (head index into an array, compacted lazily). */
+class Fifo<T> {
+  private items: T[] = [];
+  private head = 0;
+  get length(): number {
+    return this.items.length - this.head;
+  }
+  push(item: T): void {
+    this.items.push(item);
+  }
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head]!;
+    this.items[this.head++] = undefined as T;
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+  unshift(...items: T[]): void {
+    this.items = [...items, ...this.items.slice(this.head)];
+    this.head = 0;
+  }
+}
+
 interface QueueState {
-  readonly ready: StoredMessage[];
+  readonly ready: Fifo<StoredMessage>;
   readonly deadLetters: DeadLetter[];
 }
 
@@ -215,7 +241,7 @@ export class MemoryBroker {
   private queue(name: string): QueueState {
     let q = this.queues.get(name);
     if (!q) {
-      q = { ready: [], deadLetters: [] };
+      q = { ready: new Fifo<StoredMessage>(), deadLetters: [] };
       this.queues.set(name, q);
     }
     return q;

@@ -1,0 +1,32 @@
+/**
+ * A lazily created AbortSignal: most handlers never read their signal, so the AbortController
+ * is only made when the handler reads it (or when it must already be aborted).
+ */
+export class LazyAbort {
+  private controller: AbortController | undefined;
+  private abortedWith: { reason: unknown } | undefined;
+
+  /** The signal, created on first read; already aborted if `abort` came first. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.abortedWith) this.controller.abort(this.abortedWith.reason);
+    }
+    return this.controller.signal;
+  }
+
+  get aborted(): boolean {
+    return this.abortedWith !== undefined;
+  }
+
+  get reason(): unknown {
+    return this.abortedWith?.reason;
+  }
+
+  /** Aborts with `reason`; the first reason wins. */
+  abort(reason: unknown): void {
+    if (this.abortedWith) return;
+    this.abortedWith = { reason };
+    this.controller?.abort(reason);
+  }
+}
