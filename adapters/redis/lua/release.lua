@@ -1,0 +1,39 @@
+-- release: gives up each of n leases so the keys can be claimed again at once.
+--
+-- KEYS[i]   (i = 1..n, n ≥ 1) record key of the i-th lease; one slot on Redis Cluster.
+-- ARGV[1]   deadline of the call, Unix ms on the Redis server clock; 0 = none (see claim.lua).
+-- Then 2 arguments per key, ARGV[1 + 2(i-1) + 1 .. 2]:
+--   fence   fencing token of the lease, decimal
+--   owner   owner token of the lease
+--
+-- Returns {0, nowMs, code_1, ..., code_n}, or {1, nowMs} when the deadline has passed, with
+--   1 OK       released (also when this same lease was already released: a repeat)
+--   0 LOST     the record belongs to another acquisition, is done, or is gone; nothing written
+--   5 FOREIGN  the key holds a value twophase did not write
+-- The released record keeps its fence, attempt count, fingerprint and owner, and its retention
+-- (the claim's doneTtlMs, KEEPTTL), so the next claim continues the attempt count and the fence.
+--- @include "record"
+
+local now_us, now_ms, late = begin(ARGV[1])
+if late then return {1, now_ms} end
+
+local out = {0, now_ms}
+for i = 1, #KEYS do
+  local j = 1 + (i - 1) * 2
+  local fence, owner = ARGV[j + 1], ARGV[j + 2]
+  local raw = redis.call('GET', KEYS[i])
+  local code = 0
+  local lease = fence .. '|' .. owner .. '|'
+  local tail = after(raw, 'L|' .. lease)
+  if tail then
+    local attempts, rest = string.match(tail, '^(%d*)|%d*|(.*)$')
+    redis.call('SET', KEYS[i], 'R|' .. lease .. attempts .. '||' .. rest, 'KEEPTTL')
+    code = 1
+  elseif after(raw, 'R|' .. lease) then
+    code = 1
+  elseif foreign(raw) then
+    code = 5
+  end
+  out[i + 2] = code
+end
+return out

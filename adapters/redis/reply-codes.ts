@@ -1,0 +1,107 @@
+/**
+ * The integer return codes of the Lua scripts (documented in each `lua/*.lua` header) and their
+ * meaning on the TypeScript side, in one place. Nothing else in the adapter reads a raw code.
+ */
+import { ClaimerUnavailableError, ConfigurationError, KeyConflictError, type LeaseOutcome } from '../../src';
+
+/** First element of every script reply. */
+export const CALL_STATUS = {
+  /** The script ran; per-key entries follow the server time. */
+  RAN: 0,
+  /** The caller's deadline (ARGV[1]) had passed at the server: nothing was written. */
+  DEADLINE_PASSED: 1,
+} as const;
+
+/** First element of a claim entry. */
+export const CLAIM_CODE = {
+  ACQUIRED: 1,
+  DONE: 2,
+  BUSY: 3,
+  CONFLICT: 4,
+  FOREIGN: 5,
+} as const;
+
+/** A commit, release or extend entry. */
+export const LEASE_CODE = {
+  LOST: 0,
+  OK: 1,
+  FOREIGN: 5,
+} as const;
+
+/** A script call's reply, split: the server time and one raw entry per key. */
+export interface CallReply {
+  /** Redis server time when the script ran, Unix ms. */
+  readonly serverNowMs: number;
+  readonly entries: readonly unknown[];
+}
+
+/** One claim entry, decoded. */
+export type ClaimEntry =
+  | { readonly code: typeof CLAIM_CODE.ACQUIRED; readonly fencingToken: number; readonly attempt: number }
+  | { readonly code: typeof CLAIM_CODE.DONE; readonly resultJson: string | undefined }
+  | { readonly code: typeof CLAIM_CODE.BUSY; readonly remainingMs: number };
+
+/**
+ * Splits a script reply. A `DEADLINE_PASSED` status becomes a {@link ClaimerUnavailableError}
+ * carrying the server time (the caller re-syncs its estimate first).
+ * @throws ClaimerUnavailableError when the reply is malformed or the deadline had passed
+ */
+export function parseCallReply(reply: unknown, script: string): CallReply {
+  if (!Array.isArray(reply) || reply.length < 2 || typeof reply[1] !== 'number') {
+    throw new ClaimerUnavailableError(`unexpected reply from the ${script} script: ${JSON.stringify(reply)?.slice(0, 200)}`);
+  }
+  return { serverNowMs: reply[1], entries: reply.slice(2) };
+}
+
+/** True when the reply says the deadline passed before the script ran. */
+export function isDeadlinePassed(reply: unknown): boolean {
+  return Array.isArray(reply) && reply[0] === CALL_STATUS.DEADLINE_PASSED;
+}
+
+/**
+ * Decodes one claim entry.
+ * @throws KeyConflictError for CONFLICT (the stored fingerprint differs from `givenFingerprint`)
+ * @throws ConfigurationError for FOREIGN (the key holds a value twophase did not write)
+ * @throws ClaimerUnavailableError for anything else (a reply this version does not know)
+ */
+export function decodeClaimEntry(entry: unknown, key: string, givenFingerprint: string | undefined): ClaimEntry {
+  const [code, a, b] = Array.isArray(entry) ? (entry as unknown[]) : [entry];
+  switch (code) {
+    case CLAIM_CODE.ACQUIRED:
+      return { code, fencingToken: Number(a), attempt: Number(b) };
+    case CLAIM_CODE.DONE:
+      return { code, resultJson: typeof a === 'string' ? a : undefined };
+    case CLAIM_CODE.BUSY:
+      return { code, remainingMs: Number(a) };
+    case CLAIM_CODE.CONFLICT:
+      throw new KeyConflictError(key, String(a), givenFingerprint ?? '');
+    case CLAIM_CODE.FOREIGN:
+      throw foreign(key);
+    default:
+      throw new ClaimerUnavailableError(`unexpected claim entry for "${key}": ${JSON.stringify(entry)}`);
+  }
+}
+
+/**
+ * Decodes one commit, release or extend entry.
+ * @throws ConfigurationError for FOREIGN
+ * @throws ClaimerUnavailableError for an unknown code
+ */
+export function decodeLeaseEntry(entry: unknown, key: string): LeaseOutcome {
+  switch (entry) {
+    case LEASE_CODE.OK:
+      return 'ok';
+    case LEASE_CODE.LOST:
+      return 'lost';
+    case LEASE_CODE.FOREIGN:
+      throw foreign(key);
+    default:
+      throw new ClaimerUnavailableError(`unexpected lease entry for "${key}": ${JSON.stringify(entry)}`);
+  }
+}
+
+function foreign(key: string): ConfigurationError {
+  return new ConfigurationError(
+    `the Redis key of "${key}" holds a value twophase did not write; choose a prefix no other data uses`,
+  );
+}

@@ -1,0 +1,93 @@
+/**
+ * Helpers shared by the Redis integration suites: clients with bounded retry, unique namespaces,
+ * cleanup by prefix, and waiting on an outcome instead of sleeping.
+ */
+import { randomBytes } from 'node:crypto';
+import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { SERVICES } from '../../../support/services';
+
+/** The shared Redis of the integration suites (127.0.0.1:6379 unless REDIS_PORT is set). */
+export const SHARED_REDIS = { host: SERVICES.redis.host, port: SERVICES.redis.port };
+
+/** A logger that records every call, for asserting warnings. */
+export function recordingLogger() {
+  const calls: Array<{ level: string; obj: object; msg?: string }> = [];
+  const at = (level: string) => (obj: object, msg?: string) => void calls.push({ level, obj, msg });
+  return { calls, logger: { warn: at('warn'), error: at('error'), info: at('info'), debug: at('debug') } };
+}
+
+/** A silent logger for suites where client errors are expected. */
+export const silentLogger = { warn: () => undefined, error: () => undefined, info: () => undefined, debug: () => undefined };
+
+/** A unique namespace prefix for one test. */
+export function uniquePrefix(label: string): string {
+  return `tp-test:${label}:${randomBytes(4).toString('hex')}`;
+}
+
+/** A standalone client that gives up reconnecting quickly in tests; resolves when ready. */
+export async function connectRedis(port = SHARED_REDIS.port, options: RedisOptions = {}): Promise<Redis> {
+  const client = new Redis({
+    host: SHARED_REDIS.host,
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times) => Math.min(times * 50, 200),
+    ...options,
+  });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+/** A Cluster client on the given seed ports; resolves when ready. */
+export async function connectCluster(ports: number[], options: ClusterOptions = {}): Promise<Cluster> {
+  const cluster = new Cluster(
+    ports.map((port) => ({ host: '127.0.0.1', port })),
+    { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 }, clusterRetryStrategy: () => 100, ...options },
+  );
+  cluster.on('error', () => undefined);
+  await cluster.connect();
+  return cluster;
+}
+
+/** Deletes every key matching `<pattern>` on a standalone server or on every master of a cluster. */
+export async function deleteMatching(client: Redis | Cluster, pattern: string): Promise<number> {
+  const nodes = client.isCluster ? (client as Cluster).nodes('master') : [client as Redis];
+  let deleted = 0;
+  for (const node of nodes) {
+    const keyPrefix = node.options.keyPrefix ?? '';
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${keyPrefix}${pattern}`, 'COUNT', 500);
+      cursor = next;
+      // SCAN returns full keys and ioredis prefixes UNLINK's keys again: strip keyPrefix.
+      // One UNLINK per key: keys of a cluster node may sit in different slots.
+      const counts = await Promise.all(keys.map((key) => node.unlink(key.slice(keyPrefix.length))));
+      deleted += counts.reduce((sum, n) => sum + n, 0);
+    } while (cursor !== '0');
+  }
+  return deleted;
+}
+
+/** Resolves once `check` returns a truthy value (polled every `everyMs`), or rejects after `timeoutMs`. */
+export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 10_000, everyMs = 25, what = 'condition'): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > until) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+/** A real sleep: only for letting Redis-judged TTLs pass. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
