@@ -11,16 +11,19 @@
 #   in .kafka/classpath-<version>.txt; later starts do not run Maven.
 # - Idempotent: if our broker is already running and answering, it says so and
 #   exits 0.
+# - Returns once a real kafkajs client can talk to the broker (and the group and
+#   transaction coordinators are warmed up), or exits 1 with the log tail.
 #
-# Env overrides: KAFKA_HEAP_OPTS (default "-Xms128m -Xmx512m"),
-# KAFKA_START_TIMEOUT seconds (default 120), JAVA_HOME.
+# Env overrides (see common.sh): KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS,
+# KAFKA_START_TIMEOUT (s, default 120), KAFKA_CDS=0 (no class-data archive), JAVA_HOME.
 set -euo pipefail
 
-# shellcheck source=common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 JAVA_BIN="java"
 if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then JAVA_BIN="$JAVA_HOME/bin/java"; fi
+command -v "$JAVA_BIN" >/dev/null 2>&1 || { kafka_err "java not found (JDK 17 needed)"; exit 1; }
 
 mkdir -p "$KAFKA_HOME" "$KAFKA_LOG_DIR"
 
@@ -33,6 +36,11 @@ if command -v flock >/dev/null 2>&1; then
   fi
 fi
 
+KAFKA_CLASSPATH=""
+CDS_OPTS=()
+BROKER_CDS_OPTS=()
+cds_archive=""
+
 # ---------------------------------------------------------------------------
 # Readiness: wait for the TCP port, then for a real client round trip.
 # ---------------------------------------------------------------------------
@@ -44,12 +52,14 @@ fail_start() {
     kafka_err "stopping the half-started broker (pid $pid)"
     "$KAFKA_SCRIPT_DIR/stop.sh" >&2 || true
   fi
+  # An archive dumped by a broker that never finished starting would be thin.
+  if [ "${BROKER_CDS_OPTS[0]:-}" = "-XX:ArchiveClassesAtExit=${cds_archive:-}" ]; then rm -f "$cds_archive"; fi
   exit 1
 }
 
 probe_with_java() {
-  # Fallback when kafkajs is not installed: Kafka's own AdminClient-based tool.
-  "$JAVA_BIN" -Xmx128m -XX:TieredStopAtLevel=1 -cp "$KAFKA_CLASSPATH" \
+  # Fallback when node/kafkajs is not installed: Kafka's own AdminClient-based tool.
+  "$JAVA_BIN" -Xmx128m -XX:TieredStopAtLevel=1 "${CDS_OPTS[@]}" -cp "$KAFKA_CLASSPATH" \
     -Dlog4j.configuration="file:$KAFKA_LOG4J_CONFIG" -Dkafka.logs.dir="$KAFKA_LOG_DIR/tools" \
     kafka.admin.BrokerApiVersionsCommand --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" \
     >"$KAFKA_LOG_DIR/probe.out" 2>&1
@@ -60,17 +70,18 @@ wait_ready() {
   until kafka_port_open "$KAFKA_HOST" "$KAFKA_PORT"; do
     kafka_is_our_pid "$pid" || fail_start "$pid" "broker process $pid exited during startup"
     [ "$SECONDS" -lt "$deadline" ] || fail_start "$pid" "broker did not open $KAFKA_HOST:$KAFKA_PORT within ${KAFKA_START_TIMEOUT}s"
-    sleep 0.25
+    sleep 0.1
   done
   remaining=$((deadline - SECONDS)); [ "$remaining" -ge 5 ] || remaining=5
   rc=0
   if command -v node >/dev/null 2>&1; then
-    node "$KAFKA_SCRIPT_DIR/check.mjs" "$KAFKA_HOST:$KAFKA_PORT" "$remaining" || rc=$?
+    node "$KAFKA_SCRIPT_DIR/check.mjs" "$KAFKA_HOST:$KAFKA_PORT" "$remaining" --warm || rc=$?
   else
     rc=3
   fi
   if [ "$rc" -eq 3 ]; then
     kafka_log "probing with kafka.admin.BrokerApiVersionsCommand instead"
+    [ -n "$KAFKA_CLASSPATH" ] || KAFKA_CLASSPATH="$(cat "$KAFKA_CLASSPATH_FILE")"
     rc=1
     while [ "$SECONDS" -lt "$deadline" ]; do
       kafka_is_our_pid "$pid" || break
@@ -94,8 +105,7 @@ if [ -n "${pid:-}" ]; then
     kafka_log "Kafka $KAFKA_VERSION already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT; nothing to do"
     exit 0
   fi
-  kafka_log "Kafka (pid $pid) is starting; waiting for it"
-  KAFKA_CLASSPATH="$(cat "$KAFKA_CLASSPATH_FILE" 2>/dev/null || true)"
+  kafka_log "Kafka (pid $pid) is still starting; waiting for it"
   wait_ready "$pid"
   exit 0
 fi
@@ -114,7 +124,7 @@ done
 pom_key="$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)"
 classpath_ok() {
   [ -s "$KAFKA_CLASSPATH_FILE" ] && [ "$(cat "$KAFKA_CLASSPATH_KEY_FILE" 2>/dev/null)" = "$pom_key" ] || return 1
-  local jar
+  local jar jars
   IFS=':' read -r -a jars <"$KAFKA_CLASSPATH_FILE"
   for jar in "${jars[@]}"; do [ -f "$jar" ] || return 1; done
 }
@@ -124,9 +134,9 @@ if ! classpath_ok; then
   t0=$SECONDS
   if ! mvn -q -B -f "$KAFKA_POM" dependency:build-classpath \
     -Dmdep.outputFile="$KAFKA_CLASSPATH_FILE.tmp" -Dmdep.includeScope=runtime \
-    >"$KAFKA_LOG_DIR/maven.log" 2>&1; then
+    >"$KAFKA_HOME/maven.log" 2>&1; then
     kafka_err "Maven could not resolve the Kafka jars:"
-    tail -n 30 "$KAFKA_LOG_DIR/maven.log" >&2
+    tail -n 30 "$KAFKA_HOME/maven.log" >&2
     exit 1
   fi
   mv "$KAFKA_CLASSPATH_FILE.tmp" "$KAFKA_CLASSPATH_FILE"
@@ -134,6 +144,25 @@ if ! classpath_ok; then
   kafka_log "resolved in $((SECONDS - t0))s; classpath cached in ${KAFKA_CLASSPATH_FILE#"$REPO_ROOT"/}"
 fi
 KAFKA_CLASSPATH="$(cat "$KAFKA_CLASSPATH_FILE")"
+
+# ---------------------------------------------------------------------------
+# AppCDS: a dynamic class-data archive is only valid for the exact JDK and
+# classpath it was dumped with, so both are part of its file name. The first
+# broker with a given key dumps it when it exits (kafka:stop); later JVMs map it.
+# A stale or broken archive is ignored by the JVM (-Xshare:auto).
+# ---------------------------------------------------------------------------
+if [ "$KAFKA_CDS" = "1" ]; then
+  cds_key="$( { "$JAVA_BIN" -version 2>&1; printf '%s' "$KAFKA_CLASSPATH"; } | sha256sum | cut -c1-16)"
+  cds_archive="$KAFKA_CDS_DIR/kafka-$KAFKA_VERSION-$cds_key.jsa"
+  mkdir -p "$KAFKA_CDS_DIR"
+  if [ -s "$cds_archive" ]; then
+    CDS_OPTS=(-XX:SharedArchiveFile="$cds_archive" -Xshare:auto)
+    BROKER_CDS_OPTS=("${CDS_OPTS[@]}")
+  else
+    find "$KAFKA_CDS_DIR" -name '*.jsa' -delete 2>/dev/null || true
+    BROKER_CDS_OPTS=(-XX:ArchiveClassesAtExit="$cds_archive" "-Xlog:cds=error,cds+dynamic=error")
+  fi
+fi
 
 # ---------------------------------------------------------------------------
 # Config + fresh KRaft storage.
@@ -150,7 +179,7 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$KAFKA_DATA_DIR
 
-# Single node: every internal topic has one replica.
+# Single node: every topic, internal ones included, has one replica.
 num.partitions=1
 default.replication.factor=1
 min.insync.replicas=1
@@ -163,12 +192,14 @@ auto.create.topics.enable=true
 delete.topic.enable=true
 group.initial.rebalance.delay.ms=0
 
-# Few threads: 2 cores shared with the test suite.
+# Small footprint: 2 cores shared with the test suite.
 num.network.threads=2
 num.io.threads=2
 num.recovery.threads.per.data.dir=1
 background.threads=2
 log.cleaner.threads=1
+# No no-op record in the metadata log every 500 ms (halves idle CPU, no idle disk writes).
+metadata.max.idle.interval.ms=0
 PROPS
 
 rm -rf "$KAFKA_DATA_DIR" "$KAFKA_LOG_DIR"
@@ -186,7 +217,7 @@ COMMON_JVM_OPTS=(
   -Dkafka.logs.dir="$KAFKA_LOG_DIR"
 )
 
-if ! "$JAVA_BIN" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$KAFKA_CLASSPATH" "${COMMON_JVM_OPTS[@]}" \
+if ! "$JAVA_BIN" -Xmx256m -XX:TieredStopAtLevel=1 "${CDS_OPTS[@]}" -cp "$KAFKA_CLASSPATH" "${COMMON_JVM_OPTS[@]}" \
   kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_CONFIG" >"$KAFKA_LOG_DIR/format.log" 2>&1; then
   kafka_err "formatting KRaft storage failed:"
   cat "$KAFKA_LOG_DIR/format.log" >&2
@@ -194,20 +225,29 @@ if ! "$JAVA_BIN" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$KAFKA_CLASSPATH" "${COMM
 fi
 
 # ---------------------------------------------------------------------------
-# Launch in the background, detached from this shell's session.
+# Launch in the background, in its own session, immune to the caller's SIGHUP.
 # ---------------------------------------------------------------------------
-# shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of flags
+# shellcheck disable=SC2086 # the *_OPTS variables are lists of flags
 (
   cd "$KAFKA_HOME"
-  exec nohup setsid "$JAVA_BIN" -server $KAFKA_HEAP_OPTS \
-    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
-    "${COMMON_JVM_OPTS[@]}" \
+  exec 9>&- # do not let the broker inherit (and hold) the start lock
+  exec nohup setsid "$JAVA_BIN" -server $KAFKA_HEAP_OPTS $KAFKA_JVM_PERFORMANCE_OPTS \
+    -XX:+ExitOnOutOfMemoryError "${BROKER_CDS_OPTS[@]}" "${COMMON_JVM_OPTS[@]}" \
     -cp "$KAFKA_CLASSPATH" kafka.Kafka "$KAFKA_CONFIG"
 ) </dev/null >"$KAFKA_LOG_DIR/kafka.out" 2>&1 &
 pid=$!
+# $! is the java process itself (nohup and setsid exec into it). Should setsid
+# ever have forked instead, find the broker by its exact command line.
+for _ in $(seq 1 100); do
+  kafka_is_our_pid "$pid" && break
+  if [ ! -e "/proc/$pid" ] || grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; then
+    pid="$(kafka_orphan_pids | head -n 1)"; pid="${pid:-$!}"
+    kafka_is_our_pid "$pid" && break
+  fi
+  sleep 0.05
+done
 echo "$pid" >"$KAFKA_PID_FILE"
 kafka_log "starting Kafka $KAFKA_VERSION (pid $pid, cluster $cluster_id); logs in ${KAFKA_LOG_DIR#"$REPO_ROOT"/}/"
 
 wait_ready "$pid"
-kafka_log "Kafka $KAFKA_VERSION is up on $KAFKA_HOST:$KAFKA_PORT (pid $pid)"
+kafka_log "Kafka $KAFKA_VERSION is up on $KAFKA_HOST:$KAFKA_PORT (pid $pid) after ${SECONDS}s"
