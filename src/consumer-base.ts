@@ -284,6 +284,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
   private async pipeline(delivery: Delivery, preclaimed: PreparedClaim | undefined, trace: DeliveryTrace): Promise<PendingResult> {
     if (this.state === 'stopping' || this.state === 'stopped') {
+      await this.releasePreclaimed(preclaimed);
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { outcome: 'released', handled: false });
     }
     let key: string;
@@ -300,6 +301,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       message = { key, body, raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
     } catch (error) {
       const reason = error instanceof InvalidMessageError ? error.reason : 'invalid_body';
+      await this.releasePreclaimed(preclaimed);
       return this.reject(delivery, trace, { reason, attempts: 0, error }, { outcome: 'rejected', handled: false });
     }
 
@@ -324,6 +326,13 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return this.requeue(delivery, trace, { cause: 'busy' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'busy', handled: false });
     }
     return this.runAcquired(delivery, message, claim, trace);
+  }
+
+  /** Gives back a lease taken ahead by claimBatch for a delivery that will not be handled. */
+  private async releasePreclaimed(preclaimed: PreparedClaim | undefined): Promise<void> {
+    if (preclaimed?.kind === 'claimed' && preclaimed.result.state === 'acquired') {
+      await releaseWithin(preclaimed.result.receipt, this.options.releaseDeadlineMs, this.logger);
+    }
   }
 
   private async claim(key: string, message: Message<TBody>, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {

@@ -14,6 +14,7 @@ import {
   type ConsumerEvent,
   type Delivery,
   type DeliverySink,
+  InMemoryClaimer,
   type MessageSource,
   silentLogger,
   sleep,
@@ -37,6 +38,7 @@ interface DemoOptions {
   seed: number;
   timeoutS: number;
   quiet: boolean;
+  perWorkerClaims: boolean;
 }
 
 function positiveInt(value: string): number {
@@ -66,6 +68,7 @@ function parseOptions(argv: string[]): DemoOptions {
     .option('--seed <n>', 'random seed (reproducible runs)', positiveInt, 42)
     .option('--timeout-s <n>', 'give up after this many seconds', positiveInt, 300)
     .option('--quiet', 'no progress lines', false)
+    .option('--per-worker-claims', 'control run: each worker keeps its own in-memory claims (as separate replicas would); the verdict should fail', false)
     .parse(argv);
   return program.opts<DemoOptions>();
 }
@@ -185,7 +188,7 @@ async function main(): Promise<number> {
 
   const startWorker = async (): Promise<void> => {
     const worker = ++nextWorker;
-    const claimer = new CrashableClaimer(stack.claimer);
+    const claimer = new CrashableClaimer(options.perWorkerClaims ? new InMemoryClaimer() : stack.claimer);
     const inner = stack.makeSource(worker);
     const onEvent = (e: ConsumerEvent) => {
       switch (e.type) {
@@ -243,12 +246,31 @@ async function main(): Promise<number> {
         claimer.crashed = true;
         live.delete(self);
         void Promise.resolve(inner.crash()).finally(() => {
-          if (!stopping) void startWorker();
+          if (!stopping) void startWorkerWithRetry();
         });
       },
     );
     live.add(self);
-    await self.start();
+    try {
+      await self.start();
+    } catch (error) {
+      live.delete(self);
+      await inner.close().catch(() => undefined);
+      throw error;
+    }
+  };
+
+  /** A replacement worker retries its start (the broker may be busy closing the dead one's connection). */
+  const startWorkerWithRetry = async (): Promise<void> => {
+    for (let attempt = 1; !stopping; attempt++) {
+      try {
+        await startWorker();
+        return;
+      } catch (error) {
+        if (attempt >= 20) throw error;
+        await sleep(200);
+      }
+    }
   };
 
   for (let i = 0; i < options.consumers; i++) await startWorker();
@@ -256,21 +278,28 @@ async function main(): Promise<number> {
 
   const started = Date.now();
   let lastProgress = 0;
-  while (stats.finals < stats.published) {
+  // Done when every message was settled for good and nothing waits or runs anywhere, three checks
+  // in a row (a settle can be skipped as stale after a connection loss, so counts alone can lie).
+  let quietChecks = 0;
+  for (;;) {
     if (Date.now() - started > options.timeoutS * 1000) break;
+    const inFlight = [...live].reduce((n, c) => n + c.health().inFlight, 0);
+    const idle = stats.finals >= stats.published && inFlight === 0 && (await stack.waiting()) === 0;
+    quietChecks = idle ? quietChecks + 1 : 0;
+    if (quietChecks >= 3) break;
     if (!options.quiet && Date.now() - lastProgress >= 1000) {
       lastProgress = Date.now();
       const pct = ((100 * stats.finals) / stats.published).toFixed(1);
       process.stdout.write(`  settled ${stats.finals}/${stats.published} (${pct} %), delivered ${stats.delivered}, crashes ${ledger.crashedWorkers.size}\n`);
     }
-    await sleep(50);
+    await sleep(idle ? 300 : 50);
   }
   const elapsedMs = Date.now() - started;
   stopping = true;
   await Promise.all([...live].map((c) => c.stop()));
   const deadLetters = await stack.deadLetters();
   await stack.close();
-  return printReport({ label: stack.label, options, stats, ledger, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: stats.finals < stats.published });
+  return printReport({ label: stack.label, options, stats, ledger, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: quietChecks < 3 });
 }
 
 main().then(

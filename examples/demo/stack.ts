@@ -25,6 +25,8 @@ export interface DemoStack {
   readonly replicas: number;
   makeSource(worker: number): CrashableSource;
   publish(messages: readonly DemoMessage[]): Promise<void>;
+  /** Messages waiting in the work queue and its retry path (not counting deliveries in flight). */
+  waiting(): Promise<number>;
   /** Messages in the dead-letter queue with their reason. */
   deadLetters(): Promise<{ key: string | undefined; reason: string }[]>;
   close(): Promise<void>;

@@ -322,3 +322,37 @@ describe('settlement table', () => {
     expect(ends).toEqual(['committed']);
   });
 });
+
+describe('batch claims (claimBatch + dispatch)', () => {
+  test('claims a batch in one claimMany call and dispatches each with its prepared claim', async () => {
+    const inner = new InMemoryClaimer();
+    let manyCalls = 0;
+    let singleCalls = 0;
+    const claimer = {
+      kind: inner.kind,
+      claim: (k: string, o: Parameters<InMemoryClaimer['claim']>[1]) => (singleCalls++, inner.claim(k, o)),
+      claimMany: (r: Parameters<InMemoryClaimer['claimMany']>[0]) => (manyCalls++, inner.claimMany(r)),
+    };
+    const consumer = new FnConsumer(fastOptions(claimer), async () => ack());
+    await consumer.dispatch(recordingDelivery({ key: 'b-done' }));
+    const batch = [recordingDelivery({ key: 'b-1' }), recordingDelivery({ key: 'b-done' }), recordingDelivery({ key: null }), recordingDelivery({ key: 'b-1' })];
+    const prepared = await consumer.claimBatch(batch);
+    expect(manyCalls).toBe(1);
+    expect(prepared.map((p) => (p.kind === 'claimed' ? p.result.state : p.kind))).toEqual(['acquired', 'done', 'skipped', 'busy']);
+    const results = [];
+    for (let i = 0; i < batch.length; i++) results.push(await consumer.dispatch(batch[i]!, prepared[i]));
+    expect(results.map((r) => r.outcome)).toEqual(['committed', 'done_duplicate', 'rejected', 'busy']);
+    expect(results[2]).toMatchObject({ reason: 'missing_key' });
+    expect(singleCalls).toBe(1); // only the first, unbatched dispatch
+  });
+
+  test('a prepared lease of a delivery that cannot be handled is released, not leaked', async () => {
+    const claimer = new InMemoryClaimer();
+    const consumer = new FnConsumer(fastOptions(claimer), async () => ack());
+    const garbled = recordingDelivery({ key: 'b-garbled', raw: Buffer.from('{oops') });
+    const [prepared] = await consumer.claimBatch([garbled]);
+    expect(prepared).toMatchObject({ kind: 'claimed', result: { state: 'acquired' } });
+    expect(await consumer.dispatch(garbled, prepared)).toMatchObject({ action: 'reject', reason: 'invalid_body' });
+    expect((await claimer.claim('test:b-garbled', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).state).toBe('acquired');
+  });
+});

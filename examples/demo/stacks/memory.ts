@@ -20,6 +20,9 @@ export function memoryStack(): DemoStack {
         broker.publish(QUEUE, { body: m.body, headers: m.key === undefined ? {} : { 'idempotency-key': m.key } });
       }
     },
+    async waiting() {
+      return broker.depth(QUEUE) + broker.pending(QUEUE);
+    },
     async deadLetters() {
       return broker.deadLetters(QUEUE).map((d) => ({
         key: d.message.headers['idempotency-key'] as string | undefined,
