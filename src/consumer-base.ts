@@ -19,7 +19,7 @@ import {
   ShutdownError,
   TimeoutError,
 } from './errors';
-import { LazyAbort } from './handler-signal';
+import { LazyAbort, LazyContext } from './handler-signal';
 import { LeaseKeeper } from './keep-alive';
 import { namespaceKey, validateKey } from './keys';
 import { consoleWarnLogger, type Logger } from './logger';
@@ -401,14 +401,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
         })
       : undefined;
 
-    const context: HandlerContext = {
-      get signal() {
-        return controller.signal;
-      },
-      fencingToken,
-      attempt,
-      metadata: delivery.metadata,
-    };
+    const context: HandlerContext = new LazyContext(controller, fencingToken, attempt, delivery.metadata);
     let end: HandlerEnd;
     try {
       const value = await trace.step('handle', () => this.handle(message, context));

@@ -1,3 +1,5 @@
+import type { DeliveryMetadata, HandlerContext } from './delivery';
+
 /**
  * A lazily created AbortSignal: most handlers never read their signal, so the AbortController
  * is only made when the handler reads it (or when it must already be aborted).
@@ -28,5 +30,19 @@ export class LazyAbort {
     if (this.abortedWith) return;
     this.abortedWith = { reason };
     this.controller?.abort(reason);
+  }
+}
+
+/** The handler context; its signal is created only if the handler reads it. */
+export class LazyContext implements HandlerContext {
+  constructor(
+    private readonly abort: LazyAbort,
+    readonly fencingToken: number,
+    readonly attempt: number,
+    readonly metadata: DeliveryMetadata,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
   }
 }

@@ -52,6 +52,12 @@ export class LeaseKeeper {
     this.tickMs = Math.max(1, Math.floor(intervalMs / 4));
   }
 
+  /** Stops the timer at once (used at shutdown); leases still kept are no longer extended. */
+  close(): void {
+    this.entries.clear();
+    this.idle();
+  }
+
   /** Number of leases being kept. */
   get size(): number {
     return this.entries.size;
@@ -69,7 +75,6 @@ export class LeaseKeeper {
       stop: () => {
         entry.stopped = true;
         entries.delete(entry);
-        this.idle();
         return entry.inFlight;
       },
     };
@@ -89,6 +94,12 @@ export class LeaseKeeper {
   }
 
   private tick(): void {
+    // The timer stops on the first tick with nothing to keep (not on every stop: messages come
+    // and go faster than timers should be made and cleared).
+    if (this.entries.size === 0) {
+      this.idle();
+      return;
+    }
     const now = performance.now();
     for (const entry of this.entries) {
       if (entry.inFlight || entry.dueAt > now) continue;
