@@ -3,7 +3,7 @@
  * validate → derive key → claim → handle → settle, per the settlement table in README.md.
  */
 import { performance } from 'node:perf_hooks';
-import type { AcquiredClaim, ClaimResult, JsonValue } from './claimer';
+import type { AcquiredClaim, ClaimOptions, ClaimResult, JsonValue } from './claimer';
 import { type ConsumerOptions, resolveConsumerOptions, type ResolvedConsumerOptions } from './consumer-options';
 import type { Delivery, HandlerContext, Message } from './delivery';
 import { type Disposition, isDisposition } from './disposition';
@@ -20,7 +20,7 @@ import {
   TimeoutError,
 } from './errors';
 import { LazyAbort, LazyContext } from './handler-signal';
-import { LeaseKeeper } from './keep-alive';
+import { type KeptLeaseCallbacks, LeaseKeeper } from './keep-alive';
 import { namespaceKey, validateKey } from './keys';
 import { consoleWarnLogger, type Logger } from './logger';
 import { defaultMessageKey } from './message-key';
@@ -68,8 +68,15 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   protected readonly logger: Logger;
   private readonly observation: ObservationFanout;
   private readonly limiter: Semaphore;
-  private readonly inFlight = new Set<Promise<DeliveryResult>>();
-  private readonly handlerControllers = new Set<LazyAbort>();
+  /** Deliveries between dispatch and their DeliveryResult. */
+  private inFlightCount = 0;
+  private drainWaiters: (() => void)[] = [];
+  /** Handlers running now, so shutdown can abort them. */
+  private readonly flights = new Set<Flight>();
+  /** Claim options shared by every claim without a fingerprint (validated once by the claimer). */
+  private readonly claimOptions: ClaimOptions;
+  /** The escaped consumer name and `:`, prepended to every message key. */
+  private readonly keyPrefix: string;
   private readonly keeper: LeaseKeeper | undefined;
   /** Aborts local waits (claim backoff) at shutdown. Receipt operations never listen to it. */
   private readonly shutdown = new AbortController();
@@ -82,6 +89,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.logger = this.options.logger;
     this.observation = new ObservationFanout(this.options.observers, this.logger);
     this.limiter = new Semaphore(this.options.concurrency);
+    this.claimOptions = Object.freeze({ leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs });
+    this.keyPrefix = namespaceKey(this.options.name, 'x').slice(0, -1);
     this.keeper = this.options.keepAlive ? new LeaseKeeper(this.options.leaseTtlMs, Math.max(1, Math.floor(this.options.leaseTtlMs / 3))) : undefined;
     if (this.options.failOpen) {
       this.logger.warn({ consumer: this.name }, 'failOpen is on: while the claim store is unavailable, handlers run WITHOUT a claim and effects may repeat');
@@ -166,21 +175,15 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       state: this.state,
       live: this.state !== 'failed',
       ready: this.state === 'running' && this.options.source.isConsuming?.() !== false,
-      inFlight: this.inFlight.size,
+      inFlight: this.inFlightCount,
     };
   }
 
   /** {@inheritDoc DeliverySink.dispatch} */
   dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult> {
-    const run: Promise<DeliveryResult> = (this.limiter.tryAcquire() ? this.process(delivery, preclaimed) : this.limiter.acquire().then(() => this.process(delivery, preclaimed))).then(
-      (result) => {
-        this.limiter.release();
-        this.inFlight.delete(run);
-        return result;
-      },
-    );
-    this.inFlight.add(run);
-    return run;
+    this.inFlightCount++;
+    if (this.limiter.tryAcquire()) return this.process(delivery, preclaimed);
+    return this.limiter.acquire().then(() => this.process(delivery, preclaimed));
   }
 
   /** {@inheritDoc DeliverySink.claimBatch} */
@@ -233,7 +236,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     } catch (error) {
       this.logger.warn({ err: error, consumer: this.name }, 'stopping intake failed');
     }
-    const drained = Promise.allSettled([...this.inFlight]);
+    const drained = this.drained();
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
       drained.then(() => false),
@@ -243,10 +246,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     ]);
     clearTimeout(timer);
     if (timedOut) {
-      this.logger.warn({ consumer: this.name, inFlight: this.inFlight.size }, 'shutdown deadline passed: aborting in-flight handlers (they release and requeue)');
-      for (const controller of this.handlerControllers) controller.abort(new ShutdownError('shutdown deadline passed'));
+      this.logger.warn({ consumer: this.name, inFlight: this.inFlightCount }, 'shutdown deadline passed: aborting in-flight handlers (they release and requeue)');
+      for (const flight of this.flights) flight.abort(new ShutdownError('shutdown deadline passed'));
     }
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.drained();
+    this.keeper?.close();
     try {
       await this.options.source.close();
     } catch (error) {
@@ -255,11 +259,19 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.state = 'stopped';
   }
 
+  /** Resolves when no delivery is in flight. */
+  private drained(): Promise<void> {
+    if (this.inFlightCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
   private deriveKey(delivery: Delivery): string {
     const raw = this.messageKey(delivery);
     try {
-      validateKey(raw);
-      return namespaceKey(this.name, raw);
+      if (typeof raw !== 'string' || raw.length === 0) validateKey(raw);
+      const key = this.keyPrefix + raw;
+      validateKey(key);
+      return key;
     } catch (error) {
       if (error instanceof InvalidKeyError) throw new InvalidMessageError('invalid_key', error.message, { cause: error });
       throw error;
@@ -277,8 +289,15 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error; requeueing the delivery');
       result = await this.requeue(delivery, trace, { cause: 'retry' }, this.options.busyRequeueDelayMs, { outcome: 'claim_failed', handled: false, error });
     }
-    const final: DeliveryResult = { ...result, durationMs: performance.now() - started };
+    const final = result as DeliveryResult & { durationMs: number };
+    final.durationMs = performance.now() - started;
     trace.end(final);
+    this.limiter.release();
+    if (--this.inFlightCount === 0 && this.drainWaiters.length > 0) {
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
     return final;
   }
 
@@ -339,7 +358,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     if (preclaimed?.kind === 'claimed') return preclaimed.result;
     if (preclaimed?.kind === 'failed' && !isRetriable(preclaimed.error)) throw preclaimed.error;
     const fingerprint = this.fingerprint(message);
-    const options = { leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs, ...(fingerprint === undefined ? {} : { fingerprint }) };
+    const options = fingerprint === undefined ? this.claimOptions : { ...this.claimOptions, fingerprint };
     for (let retry = 0; ; retry++) {
       try {
         return await this.options.claimer.claim(key, options);
@@ -383,25 +402,14 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
     }
 
-    const controller = new LazyAbort();
-    this.handlerControllers.add(controller);
+    const flight = new Flight(this.onLeaseExtended, this.logger, trace, delivery, key, attempt, fencingToken);
+    this.flights.add(flight);
     const timer =
       this.options.handlerTimeoutMs === undefined
         ? undefined
-        : setTimeout(() => controller.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
-    let lostDuringHandler: LeaseLostError | undefined;
-    const keepAlive = this.keeper
-      ? this.keeper.keep(receipt, {
-          onLost: (error) => {
-            lostDuringHandler = error;
-            controller.abort(error);
-          },
-          onExtended: () => this.emit(trace, delivery, 'lease_extended', key, { attempt, fencingToken }),
-          onError: (error) => this.logger.warn({ err: error, key }, 'lease extend failed; will try again'),
-        })
-      : undefined;
-
-    const context: HandlerContext = new LazyContext(controller, fencingToken, attempt, delivery.metadata);
+        : setTimeout(() => flight.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
+    const keepAlive = this.keeper?.keep(receipt, flight);
+    const context: HandlerContext = new LazyContext(flight, fencingToken, attempt, delivery.metadata);
     let end: HandlerEnd;
     try {
       const value = await trace.step('handle', () => this.handle(message, context));
@@ -412,7 +420,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       clearTimeout(timer);
       const extending = keepAlive?.stop();
       if (extending) await extending;
-      this.handlerControllers.delete(controller);
+      this.flights.delete(flight);
     }
 
     if (end.kind === 'disposition' && end.disposition.type === 'ack') {
@@ -425,7 +433,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
 
     await this.release(delivery, trace, receipt, base);
-    const abortReason: unknown = controller.reason;
+    const abortReason: unknown = flight.reason;
+    const lostDuringHandler = flight.lost;
     if (abortReason instanceof ShutdownError) {
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { ...base, outcome: 'released', handled: true });
     }
@@ -455,11 +464,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
     this.emit(trace, delivery, 'fail_open', message.key, { attempt });
     this.logger.warn({ key: message.key }, 'failOpen: running the handler without a claim');
-    const controller = new LazyAbort();
-    this.handlerControllers.add(controller);
+    const flight = new Flight(this.onLeaseExtended, this.logger, trace, delivery, message.key, attempt, 0);
+    this.flights.add(flight);
     const base = { key: message.key, attempt, fencingToken: 0 };
     try {
-      const value = await trace.step('handle', () => this.handle(message, { signal: controller.signal, fencingToken: 0, attempt, metadata: delivery.metadata }));
+      const value = await trace.step('handle', () => this.handle(message, new LazyContext(flight, 0, attempt, delivery.metadata)));
       if (!isDisposition(value)) throw new InvalidDispositionError(value);
       if (value.type === 'ack') return this.ack(delivery, trace, false, { ...base, outcome: 'claim_failed', handled: true });
       if (value.type === 'reject') return this.reject(delivery, trace, { reason: value.reason, attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
@@ -470,7 +479,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       }
       return this.requeue(delivery, trace, { cause: 'retry', attempt }, backoffDelay(this.options.retryBackoff, attempt), { ...base, outcome: 'claim_failed', handled: true, error });
     } finally {
-      this.handlerControllers.delete(controller);
+      this.flights.delete(flight);
     }
   }
 
@@ -518,6 +527,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
   }
 
+  /** Reports a lease extension of a running handler (bound once, shared by every flight). */
+  private readonly onLeaseExtended = (flight: Flight): void => {
+    this.emit(flight.trace, flight.delivery, 'lease_extended', flight.key, { attempt: flight.attempt, fencingToken: flight.fencingToken });
+  };
+
   /** Emits one event; builds nothing when no observer is registered. */
   private emit(
     trace: DeliveryTrace,
@@ -528,5 +542,39 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   ): void {
     if (!trace.observed) return;
     trace.emit({ type, consumer: this.name, key, metadata: delivery.metadata, ...detail });
+  }
+}
+
+/**
+ * One running handler: its lazy abort signal, and the keep-alive callbacks of its lease, in one
+ * object (one allocation per message instead of several closures).
+ */
+class Flight extends LazyAbort implements KeptLeaseCallbacks {
+  /** Set when keep-alive found the lease taken over. */
+  lost: LeaseLostError | undefined;
+
+  constructor(
+    private readonly extended: (flight: Flight) => void,
+    private readonly logger: Logger,
+    readonly trace: DeliveryTrace,
+    readonly delivery: Delivery,
+    readonly key: string,
+    readonly attempt: number,
+    readonly fencingToken: number,
+  ) {
+    super();
+  }
+
+  onLost(error: LeaseLostError): void {
+    this.lost = error;
+    this.abort(error);
+  }
+
+  onExtended(): void {
+    if (this.trace.observed) this.extended(this);
+  }
+
+  onError(error: unknown): void {
+    this.logger.warn({ err: error, key: this.key }, 'lease extend failed; will try again');
   }
 }
