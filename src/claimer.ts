@@ -98,11 +98,14 @@ export interface Receipt {
   commit(result?: JsonValue): Promise<void>;
   /**
    * Gives the key up so it can be claimed again at once. Leaves a newer owner's lease alone.
+   * The attempt count is kept (the next acquisition is attempt n+1) unless
+   * `options.resetAttempts` is true: the consumer resets it when it dead-letters a message, so a
+   * replay from the dead-letter queue starts again at attempt 1. The fencing token keeps rising.
    * @throws ReceiptStateError after commit
    * @throws ClaimerUnavailableError on a store failure (retriable)
    * @throws NoLeaseError on a non-acquired receipt
    */
-  release(): Promise<void>;
+  release(options?: ReleaseOptions): Promise<void>;
   /**
    * Sets the lease to expire `ttlMs` milliseconds from now (store time).
    * @throws LeaseLostError when a newer owner took the key
@@ -111,6 +114,12 @@ export interface Receipt {
    * @throws NoLeaseError on a non-acquired receipt
    */
   extend(ttlMs: number): Promise<void>;
+}
+
+/** Options of {@link Receipt.release}. */
+export interface ReleaseOptions {
+  /** Forget the key's attempt count, so its next acquisition is attempt 1. Default false. */
+  readonly resetAttempts?: boolean;
 }
 
 /** One entry of a batch claim. */

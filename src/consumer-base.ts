@@ -55,6 +55,8 @@ type HandlerEnd =
   | { readonly kind: 'disposition'; readonly disposition: Disposition }
   | { readonly kind: 'error'; readonly error: unknown };
 
+const RESET_ATTEMPTS = Object.freeze({ resetAttempts: true });
+
 /** A delivery result before its duration is known. */
 type PendingResult = Omit<DeliveryResult, 'durationMs'>;
 
@@ -150,7 +152,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     try {
       validateDeployment(this.options.claimer.kind, this.options.deployment);
       await this.options.claimer.ready?.();
-      await this.options.source.start(this, { concurrency: this.options.concurrency });
+      await this.options.source.start(this, {
+        concurrency: this.options.concurrency,
+        leaseTtlMs: this.options.leaseTtlMs,
+        ...(this.options.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: this.options.handlerTimeoutMs }),
+      });
       this.state = 'running';
     } catch (error) {
       this.state = 'failed';
@@ -184,6 +190,13 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.inFlightCount++;
     if (this.limiter.tryAcquire()) return this.process(delivery, preclaimed);
     return this.limiter.acquire().then(() => this.process(delivery, preclaimed));
+  }
+
+  /** {@inheritDoc DeliverySink.fail} */
+  fail(error: Error): void {
+    if (this.state === 'stopped') return;
+    this.logger.error({ err: error, consumer: this.name }, 'the source stopped for good; the consumer is no longer live');
+    this.state = 'failed';
   }
 
   /** {@inheritDoc DeliverySink.claimBatch} */
@@ -397,7 +410,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
     if (attempt > this.options.maxAttempts) {
       // Redelivered more often than allowed (for example a handler that crashes its process).
-      await this.release(delivery, trace, receipt, base);
+      await this.release(delivery, trace, receipt, base, true);
       this.emit(trace, delivery, 'retry_exhausted', key, { attempt, fencingToken });
       return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
     }
@@ -432,9 +445,14 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return this.ack(delivery, trace, false, { ...base, outcome: commit.outcome, handled: true, error: commit.outcome === 'committed' ? undefined : commit.error });
     }
 
-    await this.release(delivery, trace, receipt, base);
     const abortReason: unknown = flight.reason;
     const lostDuringHandler = flight.lost;
+    const error = end.kind === 'error' ? end.error : undefined;
+    const deadLetter =
+      !(abortReason instanceof ShutdownError) &&
+      !lostDuringHandler &&
+      ((end.kind === 'disposition' && end.disposition.type === 'reject') || (error !== undefined && this.isPermanent(error)) || attempt >= this.options.maxAttempts);
+    await this.release(delivery, trace, receipt, base, deadLetter);
     if (abortReason instanceof ShutdownError) {
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { ...base, outcome: 'released', handled: true });
     }
@@ -445,7 +463,6 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     if (end.kind === 'disposition' && end.disposition.type === 'reject') {
       return this.reject(delivery, trace, { reason: end.disposition.reason || 'handler_rejected', attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
     }
-    const error = end.kind === 'error' ? end.error : undefined;
     if (error !== undefined && this.isPermanent(error)) {
       const reason = error instanceof InvalidDispositionError ? 'invalid_disposition' : error instanceof InvalidMessageError ? error.reason : 'permanent_error';
       return this.reject(delivery, trace, { reason, attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
@@ -483,8 +500,19 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
   }
 
-  private async release(delivery: Delivery, trace: DeliveryTrace, receipt: AcquiredClaim['receipt'], base: { key: string; attempt: number; fencingToken: number }): Promise<void> {
-    const released = await trace.step('release', () => releaseWithin(receipt, this.options.releaseDeadlineMs, this.logger));
+  /**
+   * Releases before a requeue or a dead-letter. Before a dead-letter (`deadLetter`), the attempt
+   * count is reset too, so a replay from the dead-letter queue after a fix starts at attempt 1.
+   */
+  private async release(
+    delivery: Delivery,
+    trace: DeliveryTrace,
+    receipt: AcquiredClaim['receipt'],
+    base: { key: string; attempt: number; fencingToken: number },
+    deadLetter = false,
+  ): Promise<void> {
+    const options = deadLetter ? RESET_ATTEMPTS : undefined;
+    const released = await trace.step('release', () => releaseWithin(receipt, this.options.releaseDeadlineMs, this.logger, options));
     if (released) this.emit(trace, delivery, 'released', base.key, base);
   }
 

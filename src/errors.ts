@@ -19,7 +19,9 @@ export type TwophaseErrorCode =
   | 'RETRYABLE_HANDLER'
   | 'PERMANENT_HANDLER'
   | 'TIMEOUT'
-  | 'SHUTDOWN';
+  | 'SHUTDOWN'
+  // Adapters add codes of their own (BROKER_UNAVAILABLE, STALE_DELIVERY, …).
+  | (string & {});
 
 /** Base class of every twophase error. */
 export class TwophaseError extends Error {

@@ -58,7 +58,7 @@ export class InMemoryClaimer implements Claimer {
   private sweepCursor: Iterator<[string, KeyRecord]> | undefined;
   private readonly operations: LeaseOperations = {
     commit: async (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
-    release: async (lease) => this.releaseLease(lease),
+    release: async (lease, resetAttempts) => this.releaseLease(lease, resetAttempts),
     extend: async (lease, ttlMs) => this.extendLease(lease, ttlMs),
   };
 
@@ -144,12 +144,13 @@ export class InMemoryClaimer implements Claimer {
     return 'ok';
   }
 
-  private releaseLease(lease: LeaseIdentity): LeaseOutcome {
+  private releaseLease(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome {
     const now = this.clock.now();
     const record = this.owned(lease, now);
     if (!record || record.state !== 'leased') return record?.state === 'released' ? 'ok' : 'lost';
     record.state = 'released';
     record.expiresAt = now;
+    if (resetAttempts) record.attempts = 0;
     return 'ok';
   }
 

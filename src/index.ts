@@ -29,7 +29,7 @@ export {
 export { type BackoffPolicy, backoffDelay, sleep, withDeadline, retryWithin } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
 export { IDEMPOTENCY_KEY_HEADER, defaultMessageKey } from './message-key';
-export type { MessageSource, DeliverySink, PreparedClaim } from './source';
+export type { MessageSource, DeliverySink, PreparedClaim, SourceStartOptions } from './source';
 export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
 export {
   type ConsumerOptions,

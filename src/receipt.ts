@@ -4,7 +4,7 @@
  * A claimer supplies the store primitives ({@link LeaseOperations}); {@link LeaseReceipt} turns
  * them into the contract's repeat and ordering rules, so every claimer behaves the same.
  */
-import type { JsonValue, Receipt } from './claimer';
+import type { JsonValue, Receipt, ReleaseOptions } from './claimer';
 import {
   ClaimerUnavailableError,
   LeaseLostError,
@@ -34,8 +34,8 @@ export interface LeaseIdentity {
 export interface LeaseOperations {
   /** Marks the key done for `doneTtlMs` ms with the encoded JSON result (or none). */
   commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome>;
-  /** Deletes this owner's lease so the key can be claimed again. */
-  release(lease: LeaseIdentity): Promise<LeaseOutcome>;
+  /** Ends this owner's lease so the key can be claimed again; with `resetAttempts`, also zeroes the attempt count. */
+  release(lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome>;
   /** Sets this owner's lease to expire `ttlMs` ms from now. */
   extend(lease: LeaseIdentity, ttlMs: number): Promise<LeaseOutcome>;
 }
@@ -87,11 +87,12 @@ export class LeaseReceipt implements Receipt {
     });
   }
 
-  release(): Promise<void> {
+  release(options?: ReleaseOptions): Promise<void> {
+    const reset = options?.resetAttempts === true;
     return this.serial(async () => {
       if (this.settled === 'released' || this.settled === 'lost') return;
       if (this.settled === 'committed') throw new ReceiptStateError(this.key, 'release', 'committed');
-      const outcome = await this.call(() => this.operations.release(this.lease));
+      const outcome = await this.call(() => this.operations.release(this.lease, reset));
       if (outcome === 'lost') {
         this.markLost('release');
         return;

@@ -5,7 +5,7 @@
  * Receipt operations run with their own deadline and are never cut short by shutdown: a commit
  * that was about to land must land, or the next delivery would repeat the effect.
  */
-import type { JsonValue, Receipt } from './claimer';
+import type { JsonValue, Receipt, ReleaseOptions } from './claimer';
 import { isRetriable, LeaseLostError, ResultTooLargeError } from './errors';
 import type { Logger } from './logger';
 import type { BackoffPolicy } from './retry';
@@ -69,9 +69,9 @@ export async function commitWithin(
  * when released (or left to a newer owner), false when the store stayed unavailable (the lease
  * then ends at its TTL). Never throws.
  */
-export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger: Logger): Promise<boolean> {
+export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger: Logger, options?: ReleaseOptions): Promise<boolean> {
   try {
-    await receipt.release();
+    await receipt.release(options);
     return true;
   } catch (error) {
     if (!isRetriable(error)) {
@@ -80,7 +80,7 @@ export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger
     }
   }
   try {
-    await retryWithin(() => receipt.release(), { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
+    await retryWithin(() => receipt.release(options), { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
     return true;
   } catch (error) {
     logger.warn({ err: error, key: receipt.key }, 'release failed; the lease will end at its TTL');

@@ -18,6 +18,21 @@ export interface DeliverySink {
    * supports `claimMany`. Entries come back in order; pass each to `dispatch`.
    */
   claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]>;
+  /**
+   * Reports that the source stopped for good (for example its queue was deleted and it is
+   * configured to stop): the consumer becomes not live, so a deployment's probe restarts it.
+   */
+  fail?(error: Error): void;
+}
+
+/** What the consumer tells a source at start. */
+export interface SourceStartOptions {
+  /** Messages in flight at once: the prefetch. */
+  readonly concurrency: number;
+  /** The consumer's lease length, ms (to warn when a broker's ack timeout is shorter). */
+  readonly leaseTtlMs?: number;
+  /** The consumer's handler timeout, ms, when one is set. */
+  readonly handlerTimeoutMs?: number;
 }
 
 /** A claim made ahead of dispatch by {@link DeliverySink.claimBatch}. */
@@ -34,7 +49,7 @@ export interface MessageSource {
    * Starts consuming: sets up topology, subscribes with `concurrency` as prefetch, and calls
    * `sink.dispatch` for each delivery. Resolves once consuming has begun.
    */
-  start(sink: DeliverySink, options: { readonly concurrency: number }): Promise<void>;
+  start(sink: DeliverySink, options: SourceStartOptions): Promise<void>;
   /** Stops intake (no new deliveries) while keeping what is needed to settle in-flight ones. */
   stopIntake(): Promise<void>;
   /** Releases connections. Called after in-flight deliveries settled. */

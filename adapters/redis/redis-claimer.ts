@@ -163,8 +163,8 @@ export class RedisClaimer implements Claimer {
       this.submit('commit', lease.key, [String(lease.fencingToken), lease.ownerToken, String(doneTtlMs), resultJson ?? '']).then((entry) =>
         decodeLeaseEntry(entry, lease.key),
       ),
-    release: (lease) =>
-      this.submit('release', lease.key, [String(lease.fencingToken), lease.ownerToken]).then((entry) => decodeLeaseEntry(entry, lease.key)),
+    release: (lease, resetAttempts) =>
+      this.submit('release', lease.key, [String(lease.fencingToken), lease.ownerToken, resetAttempts ? '1' : '0']).then((entry) => decodeLeaseEntry(entry, lease.key)),
     extend: (lease, ttlMs) =>
       this.submit('extend', lease.key, [String(lease.fencingToken), lease.ownerToken, String(ttlMs)]).then((entry) =>
         decodeLeaseEntry(entry, lease.key),

@@ -98,6 +98,18 @@ export function describeClaimerConformance(name: string, factory: ClaimerFactory
       expect(second.attempt).toBe(2);
     });
 
+    test('release with resetAttempts makes the next acquisition attempt 1, and the fencing token still rises', async () => {
+      const k = key('reset');
+      const first = acquired(await h.claimer.claim(k, opts));
+      await first.receipt.release();
+      const second = acquired(await h.claimer.claim(k, opts));
+      expect(second.attempt).toBe(2);
+      await second.receipt.release({ resetAttempts: true });
+      const third = acquired(await h.claimer.claim(k, opts));
+      expect(third.attempt).toBe(1);
+      expect(third.receipt.fencingToken).toBeGreaterThan(second.receipt.fencingToken);
+    });
+
     test('a live lease makes other claims busy', async () => {
       const k = key('busy');
       acquired(await h.claimer.claim(k, opts));

@@ -185,8 +185,9 @@ describe('settlement table', () => {
     expect(results.map((r) => r.action)).toEqual(['requeue', 'requeue', 'reject']);
     expect(results[2]).toMatchObject({ outcome: 'retry_exhausted', reason: 'retry_exhausted', attempt: 3 });
     expect(events.filter((e) => e === 'retry_exhausted')).toHaveLength(1);
-    // released, so a DLQ replay after the fix processes it again
-    expect((await claimer.claim('test:poison', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).state).toBe('acquired');
+    // released with its attempt count reset, so a DLQ replay after the fix runs the handler again from attempt 1
+    const replay = await claimer.claim('test:poison', { leaseTtlMs: 1000, doneTtlMs: 60_000 });
+    expect(replay).toMatchObject({ state: 'acquired', attempt: 1 });
   });
 
   test('broker-counted prior attempts count toward maxAttempts', async () => {

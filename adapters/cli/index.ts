@@ -1,0 +1,9 @@
+/**
+ * The `twophase` CLI as a library (for embedding and tests). The command itself is `bin.ts`.
+ */
+export { runCli, EXIT, AMQP_URL_ENV, type CliContext } from './program';
+export { replayDeadLetters, type ReplayOptions, type ReplayEvent, type ReplayOutcome, type ReplaySummary } from './replay';
+export { type ReplayBackend, type ReplayBackendFactory, type ReplayItem, type ReplayDestination, ReplayItemError } from './replay-backend';
+export { REPLAY_BACKENDS } from './backends';
+export { RabbitMqReplayBackend, type RabbitMqReplayOptions, DEFAULT_AMQP_URL } from './backends/rabbitmq';
+export { type CliIo, humanReporter, jsonReporter } from './reporters';

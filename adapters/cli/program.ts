@@ -1,0 +1,112 @@
+/**
+ * The `twophase` command line, built with commander. Today: `twophase dlq replay`.
+ */
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { REPLAY_BACKENDS } from './backends';
+import { replayDeadLetters } from './replay';
+import type { ReplayBackendFactory } from './replay-backend';
+import { type CliIo, humanReporter, jsonReporter } from './reporters';
+
+/** Exit codes of the CLI. */
+export const EXIT = {
+  /** Every examined message was replayed (or, in a dry run, listed); skipped ones were reported. */
+  ok: 0,
+  /** An error stopped the run; messages not replayed stay in the dead-letter queue. */
+  failed: 1,
+  /** Invalid command line. */
+  usage: 2,
+} as const;
+
+/** Environment variable with the default AMQP URL. */
+export const AMQP_URL_ENV = 'TWOPHASE_AMQP_URL';
+
+/** What `runCli` can be given besides the arguments (tests, embedding). */
+export interface CliContext {
+  readonly io?: CliIo;
+  /** Aborts a running replay after the message in progress. */
+  readonly signal?: AbortSignal;
+  /** Replay backends by broker name. Default: {@link REPLAY_BACKENDS}. */
+  readonly backends?: Readonly<Record<string, ReplayBackendFactory>>;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+const processIo: CliIo = {
+  stdout: (text) => void process.stdout.write(text),
+  stderr: (text) => void process.stderr.write(text),
+};
+
+/**
+ * Runs the CLI with user arguments (without `node` and the script path) and resolves with the
+ * exit code. Never calls `process.exit`.
+ */
+export async function runCli(args: readonly string[], context: CliContext = {}): Promise<number> {
+  const io = context.io ?? processIo;
+  const backends = context.backends ?? REPLAY_BACKENDS;
+  const env = context.env ?? process.env;
+  let exitCode: number = EXIT.ok;
+  const program = new Command('twophase')
+    .description('twophase: effect-once message consumers; operational tools')
+    .exitOverride()
+    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
+  const dlq = program.command('dlq').description('dead-letter queue tools').exitOverride();
+  dlq
+    .command('replay')
+    .description(
+      'Move dead-lettered messages back to the exchange and routing key they were first published to. ' +
+        'Each copy is confirmed by the broker before its DLQ copy is removed, so stopping or killing the tool loses nothing.',
+    )
+    .argument('<dlq>', 'dead-letter queue to replay from (for example orders.dlq)')
+    .option('--broker <name>', `broker backend (${Object.keys(backends).join(', ')})`, 'rabbitmq')
+    .option('--url <url>', `broker URL (default: $${AMQP_URL_ENV} or amqp://guest:guest@127.0.0.1:5672)`)
+    .option('--limit <n>', 'replay at most n messages', parseLimit)
+    .option('--dry-run', 'list what would be replayed, change nothing', false)
+    .option('--json', 'print one JSON object per line on stdout instead of progress text', false)
+    .option('--to-exchange <exchange>', 'send to this exchange instead of the original one')
+    .option('--to-routing-key <key>', 'routing key to use with --to-exchange (default: the original)')
+    .option('--to-queue <queue>', 'send straight to this queue (default exchange) instead of the original route')
+    .exitOverride()
+    .action(async (source: string, opts: { broker: string; url?: string; limit?: number; dryRun: boolean; json: boolean; toExchange?: string; toRoutingKey?: string; toQueue?: string }) => {
+      const factory = backends[opts.broker];
+      if (!factory) {
+        io.stderr(`error: unknown --broker "${opts.broker}" (known: ${Object.keys(backends).join(', ')})\n`);
+        exitCode = EXIT.usage;
+        return;
+      }
+      if (opts.toExchange !== undefined && opts.toQueue !== undefined) {
+        io.stderr('error: give either --to-exchange or --to-queue, not both\n');
+        exitCode = EXIT.usage;
+        return;
+      }
+      if (opts.toRoutingKey !== undefined && opts.toExchange === undefined) {
+        io.stderr('error: --to-routing-key needs --to-exchange\n');
+        exitCode = EXIT.usage;
+        return;
+      }
+      const backend = factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue });
+      const report = opts.json ? jsonReporter(io) : humanReporter(io);
+      try {
+        await replayDeadLetters(backend, { source, limit: opts.limit, dryRun: opts.dryRun, signal: context.signal }, report);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        if (opts.json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
+        else io.stderr(`error: ${message}\n`);
+        exitCode = EXIT.failed;
+      }
+    });
+  try {
+    await program.parseAsync([...args], { from: 'user' });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // --help and --version end here too, with exit code 0.
+      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    throw error;
+  }
+  return exitCode;
+}
+
+function parseLimit(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}

@@ -1,0 +1,78 @@
+/**
+ * What `twophase dlq replay` needs from a broker. One implementation per broker
+ * (backends/rabbitmq.ts today; a Kafka backend plugs in the same way and registers in
+ * backends/index.ts).
+ *
+ * The replay loop calls, per message: `next` → (`republish` → `remove`) or `release`.
+ * Safety rule every backend keeps: `remove` is called only after `republish` resolved, and
+ * `republish` resolves only once the broker confirmed the copy. A crash at any point therefore
+ * leaves each message in the dead-letter source, at its destination, or (between the two calls)
+ * in both, never in neither. A copy in both is harmless: the consumer's claim turns the second
+ * one into a duplicate.
+ */
+
+/** Where a replayed message goes, as shown to the user. */
+export interface ReplayDestination {
+  /** Human-readable, for example `exchange "orders" routing key "order.created"`. */
+  readonly description: string;
+}
+
+/** One dead-lettered message, as the replay loop sees it. */
+export interface ReplayItem {
+  /** The message id, when the producer set one. */
+  readonly messageId?: string;
+  /** The idempotency key, when one is present. */
+  readonly key?: string;
+  /** The dead-letter reason recorded by twophase (`retry_exhausted`, …), or the broker's. */
+  readonly reason?: string;
+  /** Attempts recorded when it was dead-lettered. */
+  readonly attempts?: number;
+  /** The error message recorded when it was dead-lettered. */
+  readonly errorMessage?: string;
+  /** Where `republish` would send it; undefined when the message carries no route. */
+  readonly destination?: ReplayDestination;
+}
+
+/** A per-message problem: the loop records it, leaves the message in place and goes on. */
+export class ReplayItemError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ReplayItemError';
+  }
+}
+
+/** A broker's side of the replay. */
+export interface ReplayBackend<TItem extends ReplayItem = ReplayItem> {
+  /** Backend name, as given to `--broker`. */
+  readonly name: string;
+  /**
+   * Connects and opens the dead-letter source (a queue, a topic). Resolves with how many
+   * messages it holds now; the loop never examines more than that, so messages that fail again
+   * during the run (and come back) are not replayed twice in one run.
+   * @throws Error when the broker is unreachable or the source does not exist
+   */
+  open(source: string): Promise<{ readonly available: number }>;
+  /**
+   * Takes the next message without removing it. Undefined when the source is empty.
+   * A message taken and not yet removed must return to the source if the process dies.
+   */
+  next(): Promise<TItem | undefined>;
+  /**
+   * Publishes a copy to the item's original destination and resolves once the broker confirmed it.
+   * @throws ReplayItemError when this message cannot be replayed (no route, unroutable)
+   * @throws Error for anything else (the loop stops)
+   */
+  republish(item: TItem): Promise<ReplayDestination>;
+  /** Removes the item from the dead-letter source. Only after `republish` resolved. */
+  remove(item: TItem): Promise<void>;
+  /**
+   * Leaves the item in the dead-letter source. A backend may hold it until `close` so that
+   * `next` does not return it again in this run.
+   */
+  release(item: TItem): Promise<void>;
+  /** Returns held items to the source and disconnects. Safe to repeat. */
+  close(): Promise<void>;
+}
+
+/** Creates a backend from the CLI's options. */
+export type ReplayBackendFactory = (options: { readonly url?: string; readonly toExchange?: string; readonly toRoutingKey?: string; readonly toQueue?: string }) => ReplayBackend;

@@ -1,0 +1,48 @@
+/**
+ * Errors of the Kafka adapter. All extend the core {@link TwophaseError}, so `isRetriable` and
+ * `code` work as for core errors. Option problems are the core's {@link ConfigurationError}.
+ */
+import { TwophaseError, type TwophaseErrorCode } from '../../src';
+
+/** Codes of the adapter's errors. */
+export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED';
+
+/**
+ * Base of the adapter's errors. The core's `TwophaseErrorCode` union does not list adapter codes;
+ * the cast keeps the adapter's codes stable strings until the core opens the union.
+ */
+export class KafkaAdapterError extends TwophaseError {
+  constructor(code: KafkaErrorCode, message: string, options?: { cause?: unknown; retriable?: boolean }) {
+    super(code as unknown as TwophaseErrorCode, message, options);
+  }
+}
+
+/**
+ * A dead letter could not be written before the partition was revoked or the source stopped.
+ * The offset was not committed: the record is delivered again (to this member or the partition's
+ * next owner), and its claim, released before the dead-letter, lets it be handled again.
+ */
+export class DeadLetterError extends KafkaAdapterError {
+  constructor(
+    readonly topic: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('DEAD_LETTER_FAILED', message, { cause: options?.cause, retriable: true });
+  }
+}
+
+/**
+ * A settle of a record whose partition this member no longer owns (a rebalance moved it, or the
+ * source stopped or crashed). Nothing was sent to Kafka: the partition's current owner delivers
+ * the record again and the claim decides (a committed key is skipped as a duplicate).
+ */
+export class PartitionRevokedError extends KafkaAdapterError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly offset: string,
+  ) {
+    super('PARTITION_REVOKED', `settle of ${topic}[${partition}]@${offset} skipped: this member no longer owns the partition`, { retriable: true });
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * `twophase/kafka`: consume Kafka topics with a twophase consumer (kafkajs 2.x).
+ *
+ * ```ts
+ * import { Kafka } from 'kafkajs';
+ * import { KafkaSource, KeyedProducer } from 'twophase/kafka';
+ * const kafka = new Kafka({ clientId: 'billing', brokers: ['127.0.0.1:9092'] });
+ * const source = new KafkaSource({ kafka }, { topics: ['payments'], groupId: 'billing' });
+ * const consumer = new PaymentsConsumer({ name: 'billing', claimer, source });
+ * await consumer.start();
+ * ```
+ *
+ * See docs/kafka.md for the design, the guarantees and the options.
+ */
+export {
+  KafkaSource,
+  type KafkaSourceDependencies,
+  type KafkaSourceEvent,
+  type KafkaSourceState,
+  type KafkaSourceStats,
+} from './kafka-source';
+export {
+  KAFKA_SOURCE_DEFAULTS,
+  KAFKAJS_CONSUMER_DEFAULTS,
+  type DeadLetterTopicCheck,
+  type KafkaSourceOptions,
+  type ResolvedKafkaSourceOptions,
+} from './options';
+export { KeyedProducer, withIdempotencyKey, type KeyedMessage } from './producer';
+export { HEADERS, deadLetterRecord, messageIdOf, readCount, readHeader, replayRecord, type RecordOrigin, type ReplayPlan } from './headers';
+export { DeadLetterError, KafkaAdapterError, PartitionRevokedError, type KafkaErrorCode } from './errors';
+export { kafkajsClient } from './kafkajs-client';
+export type {
+  ClusterAdmin,
+  FetchedBatch,
+  GroupAssignment,
+  GroupConsumer,
+  GroupConsumerConfig,
+  KafkaClient,
+  KafkaHeaders,
+  KafkaHeaderValue,
+  KafkaRecord,
+  ProducedRecord,
+  ProducedRecordMetadata,
+  RecordProducer,
+  RecordProducerConfig,
+  TopicPartition,
+  TopicPartitionOffset,
+} from './client';

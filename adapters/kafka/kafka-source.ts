@@ -1,0 +1,556 @@
+/**
+ * KafkaSource: a {@link MessageSource} over a Kafka consumer group (kafkajs 2.x by default).
+ *
+ * Design, and the broker behaviour each rule rests on:
+ * - **Fetch and process are decoupled.** `eachBatch` only queues the records on their
+ *   partition's worker and moves the fetch position (`resolveOffset`, which commits nothing with
+ *   auto-commit off). The client's fetch loop therefore keeps running while handlers run: it
+ *   heartbeats, and it rejoins promptly when the group rebalances, so a long handler neither gets
+ *   the member evicted nor holds up a rebalance of the whole group (kafkajs issues #130, #708).
+ * - **Order within a partition.** One worker per partition dispatches one record at a time in
+ *   offset order; partitions run concurrently, bounded by `partitionConcurrency`.
+ * - **Offsets.** A record's offset is resolved only when it settled (claim committed and acked,
+ *   a done duplicate, or written to the dead-letter topic). Commits carry the end of the
+ *   contiguous settled prefix of each partition, every `commitIntervalMs`, when the group starts
+ *   rebalancing, and at shutdown.
+ * - **Ownership.** Kafka's classic group protocol checks the generation of an OffsetCommit but not
+ *   which member owns the partition (KIP-62 era coordinator; kafkajs issue #1046): a member that
+ *   rejoined could commit a partition that moved to another member. Each group join therefore
+ *   starts a new generation here; workers of the old one stop (their in-flight dispatch finishes
+ *   and commits its claim), and only workers of the current generation, for partitions in the
+ *   current assignment, are ever committed. The check and the commit call run in one synchronous
+ *   step, and the commit is sent once (no client retry that could carry a newer generation).
+ *   The broker refuses commits of an older generation (`ILLEGAL_GENERATION`) on its own.
+ * - **Rebalance mid-handler.** The record's new owner claims it, finds it busy (this member's
+ *   lease, kept alive by the consumer), waits in place, and once this member committed the
+ *   claim, finds it done and skips it.
+ * - **Requeue in place.** Busy, retryable failures, claim store outages and lost leases pause
+ *   the partition's fetching, wait, and dispatch the same record again; the core counts attempts
+ *   and dead-letters at `maxAttempts`. Nothing after the record runs meanwhile.
+ * - **Dead letters.** A reject writes the record to `<topic>.dlq` (acks = all) with headers naming
+ *   the original topic, partition, offset, reason and attempts, and only then settles the offset.
+ */
+import {
+  backoffDelay,
+  ConfigurationError,
+  type DeliverySink,
+  type Logger,
+  type MessageSource,
+  type RejectInfo,
+  sleep,
+} from '../../src';
+import type { Kafka } from 'kafkajs';
+import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition, TopicPartitionOffset } from './client';
+import { DeadLetterError, PartitionRevokedError } from './errors';
+import { deadLetterRecord } from './headers';
+import { kafkajsClient } from './kafkajs-client';
+import { type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
+import { offsetAbove, PartitionWorker, type WorkerHost } from './partition-worker';
+import { Semaphore } from './semaphore';
+
+/** What the source is given: a kafkajs `Kafka` (the caller creates and configures it) or any {@link KafkaClient}. */
+export type KafkaSourceDependencies = { readonly kafka: Kafka } | { readonly client: KafkaClient };
+
+/** Lifecycle of a source. */
+export type KafkaSourceState = 'created' | 'starting' | 'running' | 'stopping' | 'closed' | 'crashed';
+
+/** Counters since construction; read through {@link KafkaSource.stats}. */
+export interface KafkaSourceStats {
+  /** Batches queued from the fetch loop. */
+  batches: number;
+  /** Records queued (a record fetched again before it settled is queued once). */
+  records: number;
+  /** Records settled: acked or dead-lettered. */
+  settled: number;
+  /** Claims made ahead of dispatch, and those released unused (stale, or dropped at a stop or rebalance). */
+  preclaimed: number;
+  preclaimReleased: number;
+  /** Requeues handled in place (pause, wait, dispatch again). */
+  requeuedInPlace: number;
+  /** Successful offset commits, and failed ones (rebalance, unknown member, broker errors). */
+  commits: number;
+  commitFailures: number;
+  /** Group joins (the first one included). */
+  groupJoins: number;
+  /** Dead letters written, and failed writes (each retried until the record's partition is revoked). */
+  deadLettered: number;
+  deadLetterFailures: number;
+  /** Pause and resume requests sent to the client. */
+  pauses: number;
+  resumes: number;
+}
+
+/** Adapter events, for tests and operational logging. */
+export type KafkaSourceEvent =
+  | { readonly type: 'group_join'; readonly epoch: number; readonly memberId: string; readonly assignment: Readonly<Record<string, readonly number[]>> }
+  | { readonly type: 'rebalancing' }
+  | { readonly type: 'committed'; readonly offsets: readonly TopicPartitionOffset[] }
+  | { readonly type: 'commit_failed'; readonly offsets: readonly TopicPartitionOffset[]; readonly error: unknown }
+  | { readonly type: 'paused' | 'resumed'; readonly topic: string; readonly partition: number }
+  | { readonly type: 'dead_lettered'; readonly topic: string; readonly partition: number; readonly offset: string; readonly deadLetterTopic: string; readonly reason: string }
+  | { readonly type: 'crash'; readonly error: Error; readonly restart: boolean };
+
+interface Generation {
+  readonly epoch: number;
+  readonly memberId: string;
+  /** `topic\0partition` of every partition assigned in this generation. */
+  readonly owned: ReadonlySet<string>;
+  readonly partitions: readonly TopicPartition[];
+  /** The latest batch of this generation: its controls commit and heartbeat for the consumer. */
+  controls: FetchedBatch | undefined;
+}
+
+const tp = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
+/**
+ * Consumes Kafka topics for a {@link ConsumerBase} (see the module comment for the design).
+ *
+ * ```ts
+ * const source = new KafkaSource({ kafka }, { topics: ['payments'], groupId: 'billing' });
+ * const consumer = new PaymentsConsumer({ name: 'billing', claimer, source });
+ * await consumer.start();
+ * ```
+ */
+export class KafkaSource implements MessageSource {
+  readonly system = 'kafka';
+  private readonly options: ResolvedKafkaSourceOptions;
+  private readonly client: KafkaClient;
+  private readonly logger: Logger;
+  private readonly counters: KafkaSourceStats = {
+    batches: 0,
+    records: 0,
+    settled: 0,
+    preclaimed: 0,
+    preclaimReleased: 0,
+    requeuedInPlace: 0,
+    commits: 0,
+    commitFailures: 0,
+    groupJoins: 0,
+    deadLettered: 0,
+    deadLetterFailures: 0,
+    pauses: 0,
+    resumes: 0,
+  };
+  private readonly listeners = new Set<(event: KafkaSourceEvent) => void>();
+  private lifecycle: KafkaSourceState = 'created';
+  private consumer: GroupConsumer | undefined;
+  private producer: RecordProducer | undefined;
+  private host: WorkerHost | undefined;
+  private generation: Generation | undefined;
+  private epochCounter = 0;
+  /** Workers of the current generation. */
+  private readonly workers = new Map<string, PartitionWorker>();
+  /** The last worker of each partition, of any generation: a new worker waits for it. */
+  private readonly tails = new Map<string, Promise<void>>();
+  private inFlight = 0;
+  private commitTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<boolean> | undefined;
+  private flushAgain: Promise<boolean> | undefined;
+  private clientCrashed = false;
+  private stopDeadline = Infinity;
+  private readonly unsubscribe: Array<() => void> = [];
+
+  /**
+   * @param dependencies the client: `{ kafka }` (a kafkajs `Kafka`) or `{ client }` (a {@link KafkaClient})
+   * @param options see {@link KafkaSourceOptions}
+   * @throws ConfigurationError for an invalid option, naming the field and the value
+   */
+  constructor(dependencies: KafkaSourceDependencies, options: KafkaSourceOptions) {
+    if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError('dependencies are required: { kafka } or { client }');
+    if ('client' in dependencies && dependencies.client) this.client = dependencies.client;
+    else if ('kafka' in dependencies && dependencies.kafka && typeof dependencies.kafka.consumer === 'function') this.client = kafkajsClient(dependencies.kafka);
+    else throw new ConfigurationError('dependencies.kafka must be a kafkajs Kafka instance (or pass dependencies.client)');
+    this.options = resolveKafkaSourceOptions(options);
+    this.logger = this.options.logger;
+  }
+
+  /** The options in force, defaults applied. */
+  get settings(): ResolvedKafkaSourceOptions {
+    return this.options;
+  }
+
+  /** A snapshot of the counters. */
+  get stats(): Readonly<KafkaSourceStats> {
+    return { ...this.counters };
+  }
+
+  /** The lifecycle state. */
+  get state(): KafkaSourceState {
+    return this.lifecycle;
+  }
+
+  /** Partitions this member owns in the current generation (empty before the first join). */
+  get assignment(): readonly TopicPartition[] {
+    return this.generation?.partitions ?? [];
+  }
+
+  /** Partitions paused at the client right now (for tests and diagnostics). */
+  paused(): readonly TopicPartition[] {
+    return (this.consumer?.paused() ?? []).flatMap(({ topic, partitions }) => partitions.map((partition) => ({ topic, partition })));
+  }
+
+  /** Adds a listener of adapter events; returns a function removing it. A throwing listener is logged and ignored. */
+  on(listener: (event: KafkaSourceEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Checks (or creates) the dead-letter topics, connects the dead-letter producer and the
+   * consumer, subscribes, and starts the fetch loop. Resolves once the member joined the group.
+   * Called by `ConsumerBase.start()`. `leaseTtlMs`, when the consumer passes it, caps
+   * `preclaimMaxAgeMs` at a third of it.
+   * @throws ConfigurationError when a dead-letter topic is missing and `deadLetterTopicCheck` is `exists`, or when called twice
+   * @throws the client's error when the broker cannot be reached
+   */
+  async start(sink: DeliverySink, startOptions: { readonly concurrency: number; readonly leaseTtlMs?: number }): Promise<void> {
+    if (this.lifecycle !== 'created') throw new ConfigurationError(`start() called on a Kafka source that is ${this.lifecycle}`);
+    this.lifecycle = 'starting';
+    const concurrency = Math.max(1, Math.min(this.options.partitionConcurrency ?? startOptions.concurrency, startOptions.concurrency));
+    // When the consumer tells its lease length, a claim made ahead never waits more than a third of it.
+    const lease = startOptions.leaseTtlMs;
+    const preclaimMaxAgeMs = typeof lease === 'number' && lease > 0 ? Math.max(1, Math.min(this.options.preclaimMaxAgeMs, Math.floor(lease / 3))) : this.options.preclaimMaxAgeMs;
+    this.host = this.makeHost(sink, new Semaphore(concurrency), preclaimMaxAgeMs);
+    try {
+      await this.checkDeadLetterTopics();
+      this.producer = this.client.producer(this.options.producer);
+      await this.producer.connect();
+      const consumer = this.client.consumer(this.options.consumer);
+      this.consumer = consumer;
+      this.unsubscribe.push(
+        consumer.onGroupJoin((event) => this.onGroupJoin(event)),
+        consumer.onRebalancing(() => this.onRebalancing()),
+        consumer.onCrash((error, restart) => this.onClientCrash(error, restart)),
+      );
+      await consumer.connect();
+      await consumer.subscribe({ topics: this.options.topics, fromBeginning: this.options.fromBeginning });
+      this.lifecycle = 'running';
+      await consumer.run((batch) => this.onBatch(batch));
+      if (this.clientCrashed) throw new ConfigurationError('the Kafka consumer crashed while starting; see the logged error');
+    } catch (error) {
+      this.lifecycle = 'closed';
+      await this.disconnectClients();
+      throw error;
+    }
+    this.commitTimer = setInterval(() => void this.flush(), this.options.commitIntervalMs);
+    this.commitTimer.unref();
+    if (this.options.heartbeatWhileProcessing) {
+      this.heartbeatTimer = setInterval(() => this.heartbeatIfBusy(), this.options.heartbeatIntervalMs);
+      this.heartbeatTimer.unref();
+    }
+  }
+
+  /**
+   * Graceful shutdown, step 1 (called by `ConsumerBase.stop()`): pauses every partition so
+   * nothing more is fetched, and stops every worker after its in-flight dispatch; queued records
+   * are dropped (their early claims released) and stay uncommitted. The group membership stays,
+   * so the in-flight records' offsets can still be committed. Safe to repeat.
+   */
+  async stopIntake(): Promise<void> {
+    if (this.lifecycle !== 'running' && this.lifecycle !== 'starting') return;
+    this.lifecycle = 'stopping';
+    this.stopDeadline = Date.now() + this.options.finalCommitTimeoutMs;
+    if (this.consumer && this.generation) this.pauseAll(this.generation.partitions);
+    for (const worker of this.workers.values()) worker.stop('stopping');
+  }
+
+  /**
+   * Graceful shutdown, step 2 (after in-flight deliveries settled): commits the settled offsets
+   * (retrying until `finalCommitTimeoutMs`), leaves the group and disconnects. Safe to repeat.
+   */
+  async close(): Promise<void> {
+    if (this.lifecycle === 'closed' || this.lifecycle === 'crashed') return;
+    if (this.lifecycle === 'running' || this.lifecycle === 'starting') await this.stopIntake();
+    clearInterval(this.commitTimer);
+    this.commitTimer = undefined;
+    await Promise.all([...this.workers.values()].map((w) => w.done));
+    await this.finalCommit();
+    this.lifecycle = 'closed';
+    this.stopTimers();
+    await this.disconnectClients();
+  }
+
+  /**
+   * Simulates the death of this consumer's process, for tests and demos: nothing more is
+   * dispatched or committed, queued records are dropped without releasing their early claims
+   * (their leases end at the TTL, as after a real crash), later settles of in-flight records are
+   * ignored (no offset, no dead letter), and the client disconnects at once. Records not
+   * committed are delivered again to the partition's next owner.
+   *
+   * kafkajs sends LeaveGroup on disconnect, so the group rebalances at once; a process that
+   * really dies is evicted only after `sessionTimeout` (test/integration/kafka kills a child
+   * process with SIGKILL for that). Safe to repeat.
+   */
+  async crash(): Promise<void> {
+    if (this.lifecycle === 'crashed' || this.lifecycle === 'closed') return;
+    this.lifecycle = 'crashed';
+    this.stopTimers();
+    for (const worker of this.workers.values()) worker.stop('crashed');
+    this.generation = undefined;
+    await this.disconnectClients();
+  }
+
+  /** True while subscribed, a group member, and not stopping (readiness). */
+  isConsuming(): boolean {
+    return this.lifecycle === 'running' && this.generation !== undefined && !this.clientCrashed;
+  }
+
+  // ---------------------------------------------------------------------------------------
+
+  private makeHost(sink: DeliverySink, slots: Semaphore, preclaimMaxAgeMs: number): WorkerHost {
+    const o = this.options;
+    return {
+      sink,
+      slots,
+      logger: this.logger,
+      groupId: o.groupId,
+      claimBatchSize: o.claimBatchSize,
+      preclaimMaxAgeMs,
+      maxBufferedBytes: o.maxBufferedBytesPerPartition,
+      unavailableBackoff: o.unavailableBackoff,
+      setPaused: (worker, paused) => this.setPaused(worker, paused),
+      deadLetter: (worker, record, info) => this.deadLetter(worker, record, info),
+      dispatchStarted: () => {
+        this.inFlight++;
+      },
+      dispatchEnded: () => {
+        this.inFlight--;
+      },
+      count: (counter) => {
+        this.counters[counter]++;
+      },
+    };
+  }
+
+  private onBatch(batch: FetchedBatch): Promise<void> {
+    if (this.lifecycle !== 'running' || !batch.isRunning() || batch.isStale()) return Promise.resolve();
+    const generation = this.generation;
+    const key = tp(batch.topic, batch.partition);
+    if (!generation || !generation.owned.has(key) || batch.messages.length === 0) return Promise.resolve();
+    generation.controls = batch;
+    let worker = this.workers.get(key);
+    if (worker?.stopped) {
+      // Only a worker that failed on a bug stops while its generation runs. Never move the fetch
+      // position past records nobody will process: pause the partition; it stays uncommitted
+      // and the next generation (or the partition's next owner) starts it again.
+      this.consumer?.pause([{ topic: batch.topic, partition: batch.partition }]);
+      return Promise.resolve();
+    }
+    if (!worker) {
+      worker = new PartitionWorker(this.host!, batch.topic, batch.partition, generation.epoch, this.tails.get(key));
+      this.workers.set(key, worker);
+      this.tails.set(key, worker.done);
+    }
+    this.counters.batches++;
+    this.counters.records += worker.enqueue(batch.messages);
+    batch.resolveOffset(batch.messages[batch.messages.length - 1]!.offset);
+    return Promise.resolve();
+  }
+
+  private onGroupJoin(event: GroupAssignment): void {
+    const partitions: TopicPartition[] = [];
+    for (const topic of this.options.topics) for (const partition of event.assignment[topic] ?? []) partitions.push({ topic, partition });
+    const epoch = ++this.epochCounter;
+    // Every worker of the previous generation stops, also for partitions that stay ours: the
+    // client fetches them again from the committed offset, and their new workers start after
+    // the old ones' in-flight dispatch ended.
+    for (const worker of this.workers.values()) worker.stop('revoked');
+    this.workers.clear();
+    this.generation = { epoch, memberId: event.memberId, owned: new Set(partitions.map((p) => tp(p.topic, p.partition))), partitions, controls: undefined };
+    this.counters.groupJoins++;
+    if (this.lifecycle === 'running') {
+      // kafkajs keeps pause state across generations: start every assigned partition unpaused.
+      this.consumer?.resume(partitions);
+    } else if (this.lifecycle === 'stopping') {
+      this.pauseAll(partitions);
+    }
+    this.logger.info({ groupId: this.options.groupId, epoch, memberId: event.memberId, assignment: event.assignment }, 'twophase/kafka: joined the group');
+    this.emit({ type: 'group_join', epoch, memberId: event.memberId, assignment: event.assignment });
+  }
+
+  private onRebalancing(): void {
+    this.emit({ type: 'rebalancing' });
+    // The coordinator still accepts commits of the current generation while it prepares the
+    // rebalance (Kafka's Java consumer commits in onPartitionsRevoked at this point): commit what
+    // settled, so the partitions' next owners re-check fewer records.
+    void this.flush();
+  }
+
+  private onClientCrash(error: Error, restart: boolean): void {
+    this.logger.error({ err: error, groupId: this.options.groupId, restart }, 'twophase/kafka: the Kafka consumer crashed');
+    this.emit({ type: 'crash', error, restart });
+    for (const worker of this.workers.values()) worker.stop('revoked');
+    this.workers.clear();
+    this.generation = undefined;
+    if (!restart) this.clientCrashed = true;
+  }
+
+  private setPaused(worker: PartitionWorker, paused: boolean): void {
+    if (this.workers.get(tp(worker.topic, worker.partition)) !== worker || !this.consumer) return;
+    if (this.lifecycle !== 'running') return;
+    const target = [{ topic: worker.topic, partition: worker.partition }];
+    if (paused) {
+      this.consumer.pause(target);
+      this.counters.pauses++;
+    } else {
+      this.consumer.resume(target);
+      this.counters.resumes++;
+    }
+    this.emit({ type: paused ? 'paused' : 'resumed', topic: worker.topic, partition: worker.partition });
+  }
+
+  private pauseAll(partitions: readonly TopicPartition[]): void {
+    if (partitions.length === 0 || !this.consumer) return;
+    this.consumer.pause(partitions);
+    this.counters.pauses++;
+  }
+
+  private async deadLetter(worker: PartitionWorker, record: KafkaRecord, info: RejectInfo): Promise<void> {
+    const topic = this.options.deadLetterTopic(worker.topic);
+    const copy = deadLetterRecord(record, { topic: worker.topic, partition: worker.partition, groupId: this.options.groupId }, info, Date.now());
+    for (let attempt = 1; ; attempt++) {
+      if (worker.reason === 'revoked' || worker.reason === 'crashed' || this.lifecycle === 'crashed' || !this.producer) {
+        throw new PartitionRevokedError(worker.topic, worker.partition, record.offset);
+      }
+      try {
+        await this.producer.send({ topic, records: [copy], acks: -1, timeoutMs: this.options.deadLetterTimeoutMs });
+        this.counters.deadLettered++;
+        this.emit({ type: 'dead_lettered', topic: worker.topic, partition: worker.partition, offset: record.offset, deadLetterTopic: topic, reason: info.reason });
+        return;
+      } catch (error) {
+        this.counters.deadLetterFailures++;
+        this.logger.warn({ err: error, topic, attempt, offset: record.offset }, 'twophase/kafka: writing a dead letter failed; retrying (the partition waits)');
+        if (this.lifecycle === 'stopping' && Date.now() > this.stopDeadline) {
+          throw new DeadLetterError(topic, `dead letter of ${worker.topic}[${worker.partition}]@${record.offset} not written before the shutdown deadline`, { cause: error });
+        }
+        try {
+          await sleep(backoffDelay(this.options.deadLetterBackoff, attempt), worker.revokedSignal);
+        } catch {
+          // revoked while waiting: the loop's first check throws
+        }
+      }
+    }
+  }
+
+  /**
+   * Commits each current-generation partition's settled prefix, if it moved. One commit in
+   * flight at a time; a call during one runs once more after it.
+   */
+  private flush(): Promise<boolean> {
+    if (this.flushing) {
+      this.flushAgain ??= this.flushing.then(() => {
+        this.flushAgain = undefined;
+        return this.flush();
+      });
+      return this.flushAgain;
+    }
+    this.flushing = this.flushOnce().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private async flushOnce(): Promise<boolean> {
+    if (this.lifecycle === 'crashed' || this.lifecycle === 'closed' || this.lifecycle === 'created') return true;
+    const generation = this.generation;
+    const controls = generation?.controls;
+    if (!generation || !controls) return true;
+    const due: Array<{ worker: PartitionWorker; offset: TopicPartitionOffset }> = [];
+    for (const [key, worker] of this.workers) {
+      const offset = worker.committable;
+      if (offset === undefined || offset === worker.committed) continue;
+      // Ownership is checked here, in the same synchronous step as the commit call below.
+      if (worker.epoch !== generation.epoch || !generation.owned.has(key)) continue;
+      due.push({ worker, offset: { topic: worker.topic, partition: worker.partition, offset } });
+    }
+    if (due.length === 0) return true;
+    const offsets = due.map((d) => d.offset);
+    try {
+      await controls.commit(offsets);
+    } catch (error) {
+      this.counters.commitFailures++;
+      this.logger.warn({ err: error, groupId: this.options.groupId, offsets }, 'twophase/kafka: offset commit failed; settled records are skipped as duplicates when delivered again');
+      this.emit({ type: 'commit_failed', offsets, error });
+      return false;
+    }
+    for (const { worker, offset } of due) {
+      if (worker.committed === undefined || offsetAbove(offset.offset, worker.committed)) worker.committed = offset.offset;
+    }
+    this.counters.commits++;
+    this.emit({ type: 'committed', offsets });
+    return true;
+  }
+
+  private async finalCommit(): Promise<void> {
+    const until = Date.now() + this.options.finalCommitTimeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      const ok = await this.flush();
+      if (ok || Date.now() >= until) return;
+      await sleep(Math.min(200 * attempt, Math.max(0, until - Date.now())));
+    }
+  }
+
+  private heartbeatIfBusy(): void {
+    if (this.inFlight === 0 || this.lifecycle === 'crashed' || this.lifecycle === 'closed') return;
+    const controls = this.generation?.controls;
+    if (!controls) return;
+    controls.heartbeat().catch((error: unknown) => {
+      // The fetch loop sees the same error on its next heartbeat and rejoins.
+      this.logger.debug({ err: error, groupId: this.options.groupId }, 'twophase/kafka: heartbeat during processing failed');
+    });
+  }
+
+  private async checkDeadLetterTopics(): Promise<void> {
+    if (this.options.deadLetterTopicCheck === 'none') return;
+    const admin = this.client.admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const wanted = this.options.topics.map((topic) => ({ topic, dlq: this.options.deadLetterTopic(topic) }));
+      const missing = wanted.filter((w) => !existing.has(w.dlq));
+      if (missing.length === 0) return;
+      if (this.options.deadLetterTopicCheck === 'exists') {
+        throw new ConfigurationError(
+          `dead-letter topic(s) missing: ${missing.map((m) => `"${m.dlq}" (for "${m.topic}")`).join(', ')}; ` +
+            "create them, or set deadLetterTopicCheck: 'create' (or 'none' to skip this check)",
+        );
+      }
+      const sources = missing.map((m) => m.topic).filter((t) => existing.has(t));
+      const counts = sources.length > 0 ? await admin.partitionCounts(sources) : {};
+      await admin.createTopics(missing.map((m) => ({ topic: m.dlq, numPartitions: counts[m.topic] ?? 1 })));
+      this.logger.info({ topics: missing.map((m) => m.dlq) }, 'twophase/kafka: created dead-letter topics');
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.commitTimer);
+    clearInterval(this.heartbeatTimer);
+    this.commitTimer = undefined;
+    this.heartbeatTimer = undefined;
+  }
+
+  private async disconnectClients(): Promise<void> {
+    for (const off of this.unsubscribe.splice(0)) off();
+    const consumer = this.consumer;
+    const producer = this.producer;
+    this.consumer = undefined;
+    this.producer = undefined;
+    await Promise.all([
+      consumer?.disconnect().catch((error: unknown) => this.logger.warn({ err: error }, 'twophase/kafka: consumer disconnect failed')),
+      producer?.disconnect().catch((error: unknown) => this.logger.warn({ err: error }, 'twophase/kafka: producer disconnect failed')),
+    ]);
+  }
+
+  private emit(event: KafkaSourceEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.logger.warn({ err: error, event: event.type }, 'twophase/kafka: event listener threw; ignored');
+      }
+    }
+  }
+}

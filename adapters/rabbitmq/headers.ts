@@ -1,0 +1,198 @@
+/**
+ * The message headers the adapter reads and writes, and pure functions that turn a delivered
+ * message into the properties of its republished copy (delay path, dead-letter path, replay).
+ * Nothing here mutates its input.
+ */
+import type { MessageProperties, Options } from 'amqplib';
+import { IDEMPOTENCY_KEY_HEADER, type RejectInfo } from '../../src';
+
+/**
+ * Header names. Application headers carry no `x-` prefix: RabbitMQ reserves `x-` for headers it
+ * sets itself (`x-death`, `x-delivery-count`, …).
+ */
+export const HEADERS = {
+  /** Failed handler attempts so far (integer). Raised only by requeues with cause `retry`. */
+  attempts: 'twophase-attempts',
+  /** Exchange the message was first published to, kept across delay hops; set on dead-letter. */
+  originalExchange: 'twophase-original-exchange',
+  /** Routing key the message was first published with, kept across delay hops. */
+  originalRoutingKey: 'twophase-original-routing-key',
+  /** The work queue the message was consumed from when it was dead-lettered. */
+  originalQueue: 'twophase-original-queue',
+  /** Why the last requeue happened (`busy`, `retry`, `claimer_unavailable`, `shutdown`, `lease_lost`). */
+  requeueCause: 'twophase-requeue-cause',
+  /** Dead-letter reason code (`retry_exhausted`, `permanent_error`, `missing_key`, …). */
+  reason: 'twophase-reason',
+  /** The error's message, at most 1024 characters, when an error caused the dead-letter. */
+  errorMessage: 'twophase-error-message',
+  /** The error's class name, when an error caused the dead-letter. */
+  errorType: 'twophase-error-type',
+  /** When the message was dead-lettered, Unix ms. */
+  rejectedAt: 'twophase-rejected-at',
+  /** Per-publish correlation id, used to match a `basic.return` to its publish. */
+  publishId: 'twophase-publish-id',
+  /** How many times the DLQ replay tool republished this message. */
+  replayCount: 'twophase-replay-count',
+  /** When the DLQ replay tool last republished this message, Unix ms. */
+  replayedAt: 'twophase-replayed-at',
+} as const;
+
+/**
+ * Set by quorum queues on redelivered messages: how many times the message was returned to the
+ * queue (RabbitMQ docs, "Quorum Queues", section "Poison Message Handling").
+ */
+export const DELIVERY_COUNT_HEADER = 'x-delivery-count';
+
+/** Headers RabbitMQ writes when it dead-letters a message ("Dead Letter Exchanges" docs). */
+export const BROKER_DEATH_HEADERS = ['x-death', 'x-first-death-exchange', 'x-first-death-queue', 'x-first-death-reason', 'x-last-death-exchange', 'x-last-death-queue', 'x-last-death-reason'] as const;
+
+/** Headers that describe a dead-letter and are dropped when a message is replayed. */
+const DEAD_LETTER_HEADERS = [HEADERS.reason, HEADERS.errorMessage, HEADERS.errorType, HEADERS.rejectedAt, HEADERS.originalQueue] as const;
+
+type Headers = Record<string, unknown>;
+
+/** Reads a non-negative integer header that may arrive as a number, a string or a Buffer. */
+export function readCount(headers: Readonly<Headers> | undefined, name: string): number | undefined {
+  const raw = headers?.[name];
+  if (raw === undefined || raw === null) return undefined;
+  const value = typeof raw === 'number' ? raw : Number(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw));
+  return Number.isInteger(value) && value >= 0 ? value : undefined;
+}
+
+/** Reads a string header that may arrive as a string or a Buffer. */
+export function readString(headers: Readonly<Headers> | undefined, name: string): string | undefined {
+  const raw = headers?.[name];
+  if (typeof raw === 'string') return raw;
+  if (Buffer.isBuffer(raw)) return raw.toString('utf8');
+  return undefined;
+}
+
+/**
+ * Attempts already made on a message: the `twophase-attempts` header (retries counted by this
+ * adapter) plus the quorum queue's `x-delivery-count` (returns to the queue since the last
+ * republish: crashes, lost connections, consumer timeouts). Undefined when neither is present.
+ * Used for attempt accounting only, never for deduplication.
+ */
+export function priorAttempts(headers: Readonly<Headers> | undefined): number | undefined {
+  const counted = readCount(headers, HEADERS.attempts);
+  const returned = readCount(headers, DELIVERY_COUNT_HEADER);
+  if (counted === undefined && returned === undefined) return undefined;
+  return (counted ?? 0) + (returned ?? 0);
+}
+
+/** Where a message was first published: the adapter's headers, else the delivery's own fields. */
+export function originalRoute(headers: Readonly<Headers> | undefined, fields: { exchange: string; routingKey: string }): { exchange: string; routingKey: string } {
+  return {
+    exchange: readString(headers, HEADERS.originalExchange) ?? fields.exchange,
+    routingKey: readString(headers, HEADERS.originalRoutingKey) ?? fields.routingKey,
+  };
+}
+
+/** The delivered message as the republish functions need it. */
+export interface DeliveredMessage {
+  readonly fields: { readonly exchange: string; readonly routingKey: string };
+  readonly properties: Partial<MessageProperties>;
+}
+
+/**
+ * Copies the properties worth keeping into a new publish options object with `headers`.
+ * Persistence follows the original (`deliveryMode` 2) unless `persistent` forces it.
+ * Dropped: `expiration` (a per-message TTL would cut the delay short or expire the copy) and
+ * `userId` (the broker checks it against the publishing user).
+ */
+export function copyProperties(properties: Partial<MessageProperties>, headers: Headers, persistent?: boolean): Options.Publish {
+  const out: Options.Publish = { headers, persistent: persistent ?? properties.deliveryMode === 2 };
+  if (properties.contentType !== undefined) out.contentType = properties.contentType;
+  if (properties.contentEncoding !== undefined) out.contentEncoding = properties.contentEncoding;
+  if (properties.priority !== undefined) out.priority = properties.priority;
+  if (properties.correlationId !== undefined) out.correlationId = properties.correlationId;
+  if (properties.replyTo !== undefined) out.replyTo = properties.replyTo;
+  if (properties.messageId !== undefined) out.messageId = properties.messageId;
+  if (properties.timestamp !== undefined) out.timestamp = properties.timestamp;
+  if (properties.type !== undefined) out.type = properties.type;
+  if (properties.appId !== undefined) out.appId = properties.appId;
+  return out;
+}
+
+function baseHeaders(message: DeliveredMessage): Headers {
+  const headers: Headers = { ...(message.properties.headers ?? {}) };
+  delete headers[HEADERS.publishId];
+  delete headers[DELIVERY_COUNT_HEADER];
+  return headers;
+}
+
+/**
+ * Properties of the copy published to the delay path (or straight back to the work queue) by a
+ * requeue: the original route is recorded once, `twophase-attempts` is set to `attempts`, the
+ * quorum `x-delivery-count` is folded into it (the copy is a new message, so the broker's count
+ * restarts).
+ */
+export function requeueProperties(message: DeliveredMessage, attempts: number, cause: string): Options.Publish {
+  const headers = baseHeaders(message);
+  const route = originalRoute(message.properties.headers, message.fields);
+  headers[HEADERS.originalExchange] = route.exchange;
+  headers[HEADERS.originalRoutingKey] = route.routingKey;
+  headers[HEADERS.attempts] = attempts;
+  headers[HEADERS.requeueCause] = cause;
+  return copyProperties(message.properties, headers);
+}
+
+/**
+ * Properties of the copy published to the dead-letter exchange by a reject: reason, attempts,
+ * original exchange and routing key, the work queue, the truncated error message and type, and
+ * the time. Always persistent.
+ */
+export function deadLetterProperties(message: DeliveredMessage, info: RejectInfo, queue: string, now: number): Options.Publish {
+  const headers = baseHeaders(message);
+  const route = originalRoute(message.properties.headers, message.fields);
+  headers[HEADERS.reason] = info.reason;
+  headers[HEADERS.attempts] = info.attempts;
+  headers[HEADERS.originalExchange] = route.exchange;
+  headers[HEADERS.originalRoutingKey] = route.routingKey;
+  headers[HEADERS.originalQueue] = queue;
+  headers[HEADERS.rejectedAt] = now;
+  if (info.errorMessage !== undefined) headers[HEADERS.errorMessage] = info.errorMessage;
+  else delete headers[HEADERS.errorMessage];
+  if (info.errorType !== undefined) headers[HEADERS.errorType] = info.errorType;
+  else delete headers[HEADERS.errorType];
+  return copyProperties(message.properties, headers, true);
+}
+
+/**
+ * Where a dead-lettered message should be replayed to: the adapter's original-route headers,
+ * else the most recent `x-death` entry (a message the broker dead-lettered itself, for example
+ * at a quorum queue's delivery limit), else undefined.
+ */
+export function replayRoute(message: DeliveredMessage): { exchange: string; routingKey: string } | undefined {
+  const headers = message.properties.headers;
+  const exchange = readString(headers, HEADERS.originalExchange);
+  const routingKey = readString(headers, HEADERS.originalRoutingKey);
+  if (exchange !== undefined && routingKey !== undefined) return { exchange, routingKey };
+  const deaths = headers?.['x-death'];
+  if (Array.isArray(deaths) && deaths.length > 0) {
+    const last = deaths[0] as { exchange?: unknown; 'routing-keys'?: unknown };
+    const keys = last['routing-keys'];
+    const rk = Array.isArray(keys) && keys.length > 0 ? keys[0] : undefined;
+    const ex = typeof last.exchange === 'string' ? last.exchange : Buffer.isBuffer(last.exchange) ? last.exchange.toString('utf8') : undefined;
+    const key = typeof rk === 'string' ? rk : Buffer.isBuffer(rk) ? rk.toString('utf8') : undefined;
+    if (ex !== undefined && key !== undefined) return { exchange: ex, routingKey: key };
+  }
+  return undefined;
+}
+
+/**
+ * Properties of a replayed copy: dead-letter headers, broker death headers and the attempt count
+ * are dropped (the replay gets a fresh set of attempts), `twophase-replay-count` goes up by one.
+ */
+export function replayProperties(message: DeliveredMessage, now: number): Options.Publish {
+  const headers = baseHeaders(message);
+  for (const name of [...DEAD_LETTER_HEADERS, ...BROKER_DEATH_HEADERS, HEADERS.attempts, HEADERS.requeueCause]) delete headers[name];
+  headers[HEADERS.replayCount] = (readCount(message.properties.headers, HEADERS.replayCount) ?? 0) + 1;
+  headers[HEADERS.replayedAt] = now;
+  return copyProperties(message.properties, headers);
+}
+
+/** The idempotency key a message carries, for logs and the replay tool's output. */
+export function idempotencyKeyOf(properties: Partial<MessageProperties>): string | undefined {
+  return readString(properties.headers, IDEMPOTENCY_KEY_HEADER) ?? (typeof properties.messageId === 'string' ? properties.messageId : undefined);
+}

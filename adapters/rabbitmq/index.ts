@@ -1,0 +1,52 @@
+/**
+ * `twophase/rabbitmq`: the RabbitMQ adapter (amqplib over amqp-connection-manager).
+ *
+ * ```ts
+ * import Redis from 'ioredis';
+ * import { RedisClaimer } from 'twophase/redis';
+ * import { RabbitMqSource, RabbitMqPublisher } from 'twophase/rabbitmq';
+ *
+ * const source = new RabbitMqSource({ url: 'amqp://guest:guest@127.0.0.1:5672', queue: 'payments' });
+ * const consumer = new PaymentsConsumer({ name: 'payments', source, claimer: new RedisClaimer({ redis: new Redis() }) });
+ * await consumer.start();
+ * ```
+ * See docs/rabbitmq.md for the topology, the settlement mapping and the failure handling.
+ */
+export { RabbitMqSource, type RabbitMqSourceState } from './rabbitmq-source';
+export { RabbitMqPublisher, buildPublish, type RabbitMqPublisherOptions, type PublishMessageOptions, type PublishReceipt, type MessageBody } from './publisher';
+export {
+  type RabbitMqSourceOptions,
+  type ResolvedSourceOptions,
+  type QueueType,
+  type TopologyMode,
+  type CancelPolicy,
+  type QueueBinding,
+  SOURCE_DEFAULTS,
+  MANAGED_QUEUE_ARGUMENTS,
+  resolveSourceOptions,
+} from './options';
+export { type TopologyPlan, type QueuePlan, type DelayQueuePlan, planTopology, delayQueueName, pickDelayTier } from './topology';
+export type { RabbitMqSourceEvents, RabbitMqSourceEventName, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
+export type { SettleAction } from './settler';
+export {
+  HEADERS,
+  DELIVERY_COUNT_HEADER,
+  BROKER_DEATH_HEADERS,
+  priorAttempts,
+  originalRoute,
+  replayRoute,
+  replayProperties,
+  idempotencyKeyOf,
+  readString,
+  readCount,
+  type DeliveredMessage,
+} from './headers';
+export {
+  RabbitMqError,
+  type RabbitMqErrorCode,
+  BrokerUnavailableError,
+  PublishError,
+  UnroutableError,
+  StaleDeliveryError,
+  ConsumerCancelledError,
+} from './errors';

@@ -1,0 +1,205 @@
+/**
+ * A publisher for twophase consumers: every message gets a message id and an `idempotency-key`
+ * header, is published `mandatory`, and `publish` resolves only after the broker's confirm.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Options } from 'amqplib';
+import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
+import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
+import { ConfirmPublisher } from './confirm-publisher';
+import { BrokerUnavailableError } from './errors';
+
+/** Options of a {@link RabbitMqPublisher}. */
+export interface RabbitMqPublisherOptions {
+  /** AMQP URL(s), for example `amqp://guest:guest@127.0.0.1:5672`. */
+  readonly url: string | readonly string[];
+  /** Confirm deadline of one publish, ms. Default 10 000. [10, 600 000]. */
+  readonly publishTimeoutMs?: number;
+  /** How long `connect()` waits for the connection, ms. Default 30 000. */
+  readonly connectTimeoutMs?: number;
+  /** Pause before reconnecting, ms. Default 1000. */
+  readonly reconnectDelayMs?: number;
+  /** AMQP heartbeat, seconds. Default 5. */
+  readonly heartbeatSeconds?: number;
+  /** Client-provided connection name. Default `twophase:publisher`. */
+  readonly connectionName?: string;
+  /** pino-compatible logger. Default: the core's warn/error JSON logger. */
+  readonly logger?: Logger;
+}
+
+/** Options of one publish. */
+export interface PublishMessageOptions {
+  /**
+   * The message's idempotency key, sent as the `idempotency-key` header. Default: the message id.
+   * Publishing twice with the same key is how a producer retries safely.
+   */
+  readonly idempotencyKey?: string;
+  /** The AMQP `message-id`. Default: the idempotency key when given, else a random UUID. */
+  readonly messageId?: string;
+  /** More headers. `idempotency-key` is set from `idempotencyKey`/`messageId` and wins. */
+  readonly headers?: Readonly<Record<string, unknown>>;
+  /** Persistent (delivery mode 2). Default true. */
+  readonly persistent?: boolean;
+  /** Content type. Default `application/json` for a non-Buffer body, none for a Buffer. */
+  readonly contentType?: string;
+  readonly correlationId?: string;
+  readonly replyTo?: string;
+  readonly type?: string;
+  readonly appId?: string;
+  /** Priority, 0 … 255 (queues with `x-max-priority` only). */
+  readonly priority?: number;
+  /** Per-message TTL, ms, as the AMQP `expiration` property. */
+  readonly expirationMs?: number;
+  /** Confirm deadline of this publish, ms. Default: the publisher's `publishTimeoutMs`. */
+  readonly timeoutMs?: number;
+}
+
+/** A message body: a Buffer is sent as is, anything else as UTF-8 JSON. */
+export type MessageBody = Buffer | object | string | number | boolean | null;
+
+/** What a confirmed publish reports. */
+export interface PublishReceipt {
+  readonly messageId: string;
+  readonly idempotencyKey: string;
+}
+
+/**
+ * Confirmed, mandatory publishing with idempotency keys.
+ *
+ * ```ts
+ * const publisher = new RabbitMqPublisher({ url: 'amqp://guest:guest@127.0.0.1:5672' });
+ * await publisher.connect();
+ * await publisher.publish('payments', 'payment.requested', { paymentId: 'p-1', amountCents: 500 }, { idempotencyKey: 'p-1' });
+ * await publisher.close();
+ * ```
+ */
+export class RabbitMqPublisher {
+  private readonly urls: string[];
+  private readonly publishTimeoutMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly reconnectDelayMs: number;
+  private readonly heartbeatSeconds: number;
+  private readonly connectionName: string;
+  private readonly logger: Logger;
+  private manager: AmqpConnectionManager | undefined;
+  private publisher: ConfirmPublisher | undefined;
+  private connecting: Promise<void> | undefined;
+
+  /** @throws ConfigurationError for an invalid option */
+  constructor(options: RabbitMqPublisherOptions) {
+    const urls = typeof options?.url === 'string' ? [options.url] : Array.isArray(options?.url) ? [...options.url] : [];
+    if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^amqps?:\/\//.test(u))) {
+      throw new ConfigurationError(`url must be an amqp:// or amqps:// URL (or a non-empty list of them), got ${JSON.stringify(options?.url)}`);
+    }
+    this.urls = urls;
+    this.publishTimeoutMs = checkInt('publishTimeoutMs', options.publishTimeoutMs ?? 10_000, 10, 600_000);
+    this.connectTimeoutMs = checkInt('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, 100, 3_600_000);
+    this.reconnectDelayMs = checkInt('reconnectDelayMs', options.reconnectDelayMs ?? 1000, 10, 600_000);
+    this.heartbeatSeconds = checkInt('heartbeatSeconds', options.heartbeatSeconds ?? 5, 0, 600);
+    this.connectionName = options.connectionName ?? 'twophase:publisher';
+    this.logger = options.logger ?? consoleWarnLogger;
+  }
+
+  /**
+   * Connects and opens the confirm channel. Safe to repeat and to call concurrently.
+   * @throws BrokerUnavailableError when no connection opens within `connectTimeoutMs`
+   */
+  connect(): Promise<void> {
+    this.connecting ??= this.connectNow().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  private async connectNow(): Promise<void> {
+    if (this.publisher) return;
+    const manager = connect(this.urls, {
+      heartbeatIntervalInSeconds: this.heartbeatSeconds,
+      reconnectTimeInSeconds: this.reconnectDelayMs / 1000,
+      connectionOptions: { clientProperties: { connection_name: this.connectionName } },
+    });
+    manager.on('connectFailed', ({ err }: { err: Error }) => this.logger.warn({ err }, 'RabbitMQ connect failed; retrying'));
+    try {
+      await manager.connect({ timeout: this.connectTimeoutMs });
+      const publisher = new ConfirmPublisher(manager, { name: `${this.connectionName}:publish`, timeoutMs: this.publishTimeoutMs, recoveryDelayMs: this.reconnectDelayMs, logger: this.logger });
+      await publisher.start(this.connectTimeoutMs);
+      this.manager = manager;
+      this.publisher = publisher;
+    } catch (error) {
+      await manager.close().catch(() => undefined);
+      throw new BrokerUnavailableError(`could not connect to RabbitMQ within ${this.connectTimeoutMs} ms`, { cause: error });
+    }
+  }
+
+  /**
+   * Publishes `body` to `exchange` with `routingKey` and waits for the broker's confirm. A Buffer
+   * is sent as is; anything else as UTF-8 JSON.
+   * @returns the message id and idempotency key used
+   * @throws ConfigurationError when not connected, or for an invalid option
+   * @throws UnroutableError when no queue is bound for the routing key (the message was returned)
+   * @throws PublishError when the broker nacked the message or no confirm arrived in time; the
+   *   message may have been routed, so publish again with the same idempotency key
+   */
+  async publish(exchange: string, routingKey: string, body: MessageBody, options: PublishMessageOptions = {}): Promise<PublishReceipt> {
+    if (!this.publisher) throw new ConfigurationError('RabbitMqPublisher.publish() called before connect()');
+    const { content, properties, receipt } = buildPublish(body, options);
+    await this.publisher.publish(exchange, routingKey, content, properties, options.timeoutMs ?? this.publishTimeoutMs);
+    return receipt;
+  }
+
+  /** Publishes straight to `queue` through the default exchange. See {@link RabbitMqPublisher.publish}. */
+  sendToQueue(queue: string, body: MessageBody, options: PublishMessageOptions = {}): Promise<PublishReceipt> {
+    return this.publish('', queue, body, options);
+  }
+
+  /** Closes the channel and the connection. Safe to repeat. */
+  async close(): Promise<void> {
+    const publisher = this.publisher;
+    const manager = this.manager;
+    this.publisher = undefined;
+    this.manager = undefined;
+    await publisher?.close();
+    await manager?.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Turns a body and options into the wire content and publish properties. Pure; exported for tests.
+ * @throws ConfigurationError for an empty idempotency key or message id
+ */
+export function buildPublish(body: MessageBody, options: PublishMessageOptions): { content: Buffer; properties: Options.Publish; receipt: PublishReceipt } {
+  if (options.idempotencyKey !== undefined && (typeof options.idempotencyKey !== 'string' || options.idempotencyKey.length === 0)) {
+    throw new ConfigurationError(`idempotencyKey must be a non-empty string, got ${JSON.stringify(options.idempotencyKey)}`);
+  }
+  if (options.messageId !== undefined && (typeof options.messageId !== 'string' || options.messageId.length === 0)) {
+    throw new ConfigurationError(`messageId must be a non-empty string, got ${JSON.stringify(options.messageId)}`);
+  }
+  const messageId = options.messageId ?? options.idempotencyKey ?? randomUUID();
+  const idempotencyKey = options.idempotencyKey ?? messageId;
+  const isBuffer = Buffer.isBuffer(body);
+  const json = isBuffer ? undefined : JSON.stringify(body);
+  if (!isBuffer && json === undefined) throw new ConfigurationError('body must be a Buffer or a JSON-serialisable value');
+  const content = isBuffer ? body : Buffer.from(json!, 'utf8');
+  const properties: Options.Publish = {
+    messageId,
+    persistent: options.persistent ?? true,
+    headers: { ...(options.headers ?? {}), [IDEMPOTENCY_KEY_HEADER]: idempotencyKey },
+    timestamp: Math.floor(Date.now() / 1000),
+  };
+  const contentType = options.contentType ?? (isBuffer ? undefined : 'application/json');
+  if (contentType !== undefined) properties.contentType = contentType;
+  if (options.correlationId !== undefined) properties.correlationId = options.correlationId;
+  if (options.replyTo !== undefined) properties.replyTo = options.replyTo;
+  if (options.type !== undefined) properties.type = options.type;
+  if (options.appId !== undefined) properties.appId = options.appId;
+  if (options.priority !== undefined) properties.priority = checkInt('priority', options.priority, 0, 255);
+  if (options.expirationMs !== undefined) properties.expiration = String(checkInt('expirationMs', options.expirationMs, 0, 2 ** 31 - 1));
+  return { content, properties, receipt: { messageId, idempotencyKey } };
+}
+
+function checkInt(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
+  }
+  return value;
+}

@@ -1,0 +1,133 @@
+/**
+ * The consumers the benchmark compares, each draining a pre-filled queue of `count` messages.
+ * Each returns the elapsed time from the first delivery to the last ack (ms) and the CPU time
+ * this process spent meanwhile (µs, user + system, from `process.cpuUsage`).
+ */
+import { performance } from 'node:perf_hooks';
+import amqp from 'amqplib';
+import type Redis from 'ioredis';
+import { ack, type Claimer, ConsumerBase, type DeliverySink, type Disposition, InMemoryClaimer, silentLogger } from '../../src';
+import { RedisClaimer } from '../../adapters/redis';
+import { RabbitMqSource } from '../../adapters/rabbitmq';
+import { AMQP_URL, BENCH_DELAY_TIERS_MS } from './broker';
+
+/** Time and CPU of one drain. */
+export interface Measured {
+  readonly elapsedMs: number;
+  readonly cpuUs: number;
+}
+
+function cpuSince(start: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(start);
+  return d.user + d.system;
+}
+
+/** Raw amqplib: consume with manual acks, ack each message at once. */
+export async function runRaw(queue: string, prefetch: number, count: number): Promise<Measured> {
+  const model = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: 'twophase-bench-raw' } });
+  const ch = await model.createChannel();
+  await ch.prefetch(prefetch, false);
+  let seen = 0;
+  let first = 0;
+  let cpu = process.cpuUsage();
+  const measured = await new Promise<Measured>((resolve) => {
+    void ch.consume(
+      queue,
+      (message) => {
+        if (!message) return;
+        if (seen === 0) {
+          first = performance.now();
+          cpu = process.cpuUsage();
+        }
+        ch.ack(message, false);
+        if (++seen === count) resolve({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });
+      },
+      { noAck: false },
+    );
+  });
+  await model.close();
+  return measured;
+}
+
+/**
+ * The RabbitMQ source alone, with a sink that acks at once: the adapter's own cost (delivery
+ * objects, settler, channel generation) without the core pipeline.
+ */
+export async function runAdapterOnly(queue: string, prefetch: number, count: number): Promise<Measured> {
+  let first = 0;
+  let done = 0;
+  let cpu = process.cpuUsage();
+  let finish!: (m: Measured) => void;
+  const finished = new Promise<Measured>((resolve) => (finish = resolve));
+  const sink: DeliverySink = {
+    dispatch: async (delivery) => {
+      if (first === 0) {
+        first = performance.now();
+        cpu = process.cpuUsage();
+      }
+      await delivery.settler.ack({ duplicate: false });
+      if (++done === count) finish({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });
+      return { action: 'ack', outcome: 'committed', handled: false, durationMs: 0 };
+    },
+    claimBatch: async (deliveries) => deliveries.map(() => ({ kind: 'skipped' as const })),
+  };
+  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, connectionName: 'twophase-bench-adapter' });
+  await source.start(sink, { concurrency: prefetch });
+  const measured = await finished;
+  await source.stopIntake();
+  await source.close();
+  return measured;
+}
+
+/** A do-nothing handler: what is measured is the pipeline (claim, commit, settle) itself. */
+class BenchConsumer extends ConsumerBase<Buffer> {
+  first = 0;
+  cpu = process.cpuUsage();
+  protected override decode(raw: Buffer): Buffer {
+    return raw;
+  }
+  async handle(): Promise<Disposition> {
+    if (this.first === 0) {
+      this.first = performance.now();
+      this.cpu = process.cpuUsage();
+    }
+    return ack();
+  }
+}
+
+/** The twophase consumer over the RabbitMQ source with the given claimer. */
+export async function runTwophase(queue: string, prefetch: number, count: number, claimer: Claimer, batchClaims = false): Promise<Measured> {
+  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, connectionName: 'twophase-bench', batchClaims });
+  const consumer = new BenchConsumer({
+    name: 'bench',
+    claimer,
+    source,
+    concurrency: prefetch,
+    doneTtlMs: 10 * 60 * 1000,
+    logger: silentLogger,
+    deployment: { replicas: 1 },
+  });
+  await consumer.start();
+  const measured = await new Promise<Measured>((resolve) => {
+    const poll = setInterval(() => {
+      if (source.stats().acks >= count) {
+        clearInterval(poll);
+        resolve({ elapsedMs: performance.now() - consumer.first, cpuUs: cpuSince(consumer.cpu) });
+      }
+    }, 1);
+  });
+  const stats = source.stats();
+  if (stats.requeues.busy + stats.requeues.retry + stats.requeues.claimer_unavailable + stats.rejects > 0) {
+    throw new Error(`benchmark run was not clean: ${JSON.stringify(stats)}`);
+  }
+  await consumer.stop();
+  return measured;
+}
+
+export function memoryClaimer(): Claimer {
+  return new InMemoryClaimer();
+}
+
+export function redisClaimer(redis: Redis, prefix: string): RedisClaimer {
+  return new RedisClaimer({ redis }, { prefix });
+}

@@ -1,0 +1,157 @@
+/**
+ * RabbitMQ benchmark (`npm run bench:rabbitmq`; not a timed test).
+ *
+ * In one process run, side by side: raw amqplib consume+ack against the twophase consumer with
+ * the in-memory claimer and with the Redis claimer, at several prefetch counts. Each run drains a
+ * pre-filled queue of BENCH_MESSAGES messages of BENCH_BODY_BYTES bytes; the time is taken from
+ * the first delivery to the last ack. Variants are interleaved inside each round so drift on the
+ * machine hits them alike. Reports medians (msgs/s) and ratios to raw, and writes
+ * bench/results/rabbitmq.json.
+ *
+ * Environment (all optional):
+ *   BENCH_MESSAGES    messages per run            (default 100000)
+ *   BENCH_BODY_BYTES  body size, bytes            (default 1024)
+ *   BENCH_RUNS        runs per variant            (default 3)
+ *   BENCH_PREFETCH    comma-separated prefetches  (default 10,100,1000)
+ *   BENCH_VARIANTS    raw,adapter,memory,redis,memory-batch,redis-batch (default raw,memory,redis);
+ *                     `adapter` is the source with a sink that acks at once (the adapter's own cost),
+ *                     `*-batch` turn on the source's `batchClaims`
+ *   BENCH_OUT         output file                 (default bench/results/rabbitmq.json)
+ *   TWOPHASE_AMQP_URL, REDIS_PORT
+ *
+ * Profile the pipeline: node --cpu-prof --cpu-prof-dir=.tmp/prof -r ts-node/register/transpile-only bench/rabbitmq/run.ts
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import Redis from 'ioredis';
+import { connectAdmin, declareQueue, deleteTopology, fill } from './broker';
+import { type Measured, memoryClaimer, redisClaimer, runAdapterOnly, runRaw, runTwophase } from './consumers';
+
+type Variant = 'raw' | 'adapter' | 'memory' | 'redis' | 'memory-batch' | 'redis-batch';
+
+const messages = Number(process.env.BENCH_MESSAGES ?? 100_000);
+const bodyBytes = Number(process.env.BENCH_BODY_BYTES ?? 1024);
+const runs = Number(process.env.BENCH_RUNS ?? 3);
+const prefetches = (process.env.BENCH_PREFETCH ?? '10,100,1000').split(',').map(Number);
+const variants = (process.env.BENCH_VARIANTS ?? 'raw,memory,redis').split(',') as Variant[];
+const out = process.env.BENCH_OUT ?? join(__dirname, '..', 'results', 'rabbitmq.json');
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function brokerVersion(): string | undefined {
+  try {
+    return execFileSync('rabbitmqctl', ['eval', 'rabbit:base_product_version().'], { encoding: 'utf8', timeout: 20_000 }).replace(/[^0-9.]/g, '');
+  } catch {
+    return undefined;
+  }
+}
+
+async function scrubRedis(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 5000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+async function main(): Promise<void> {
+  for (const [name, value] of [['BENCH_MESSAGES', messages], ['BENCH_BODY_BYTES', bodyBytes], ['BENCH_RUNS', runs]] as const) {
+    if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
+  }
+  const admin = await connectAdmin();
+  const needsRedis = variants.some((v) => v.startsWith('redis'));
+  const redis = needsRedis ? new Redis({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT ?? 6379) }) : undefined;
+  const samples = new Map<string, number[]>();
+  const cpuSamples = new Map<string, number[]>();
+  const started = Date.now();
+  process.stderr.write(`twophase RabbitMQ benchmark: ${messages} msgs × ${bodyBytes} B, runs ${runs}, prefetch ${prefetches.join('/')}, variants ${variants.join(',')}\n`);
+  for (const prefetch of prefetches) {
+    for (let run = 0; run < runs; run++) {
+      for (const variant of variants) {
+        const runId = `${variant}-${prefetch}-${run}-${Date.now().toString(36)}`;
+        const queue = `twophase-bench.${runId}`;
+        await declareQueue(admin, queue);
+        await fill(admin, queue, messages, bodyBytes, runId);
+        let measured: Measured;
+        const prefix = `twophase-bench-${runId}`;
+        if (variant === 'raw') {
+          measured = await runRaw(queue, prefetch, messages);
+        } else if (variant === 'adapter') {
+          measured = await runAdapterOnly(queue, prefetch, messages);
+        } else if (variant === 'memory' || variant === 'memory-batch') {
+          measured = await runTwophase(queue, prefetch, messages, memoryClaimer(), variant === 'memory-batch');
+        } else {
+          const claimer = redisClaimer(redis!, prefix);
+          measured = await runTwophase(queue, prefetch, messages, claimer, variant === 'redis-batch');
+          await claimer.close();
+          await scrubRedis(redis!, prefix);
+        }
+        await deleteTopology(admin, queue);
+        const rate = (messages / measured.elapsedMs) * 1000;
+        const cpuPerMsg = measured.cpuUs / messages;
+        const key = `${prefetch}:${variant}`;
+        samples.set(key, [...(samples.get(key) ?? []), rate]);
+        cpuSamples.set(key, [...(cpuSamples.get(key) ?? []), cpuPerMsg]);
+        process.stderr.write(
+          `  prefetch ${String(prefetch).padStart(4)}  run ${run + 1}/${runs}  ${variant.padEnd(12)} ${Math.round(rate).toString().padStart(7)} msgs/s  (${Math.round(measured.elapsedMs)} ms, ${cpuPerMsg.toFixed(1)} µs CPU/msg in this process)\n`,
+        );
+        if (global.gc) global.gc();
+      }
+    }
+  }
+  const results = prefetches.flatMap((prefetch) => {
+    const raw = samples.get(`${prefetch}:raw`);
+    const rawMedian = raw ? median(raw) : undefined;
+    return variants.map((variant) => {
+      const rates = samples.get(`${prefetch}:${variant}`)!;
+      const med = median(rates);
+      return {
+        prefetch,
+        variant,
+        medianMsgsPerSec: Math.round(med),
+        runsMsgsPerSec: rates.map(Math.round),
+        ratioToRaw: rawMedian ? Number((med / rawMedian).toFixed(3)) : undefined,
+        medianNodeCpuUsPerMsg: Number(median(cpuSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
+      };
+    });
+  });
+  const at100 = (variant: Variant) => results.find((r) => r.prefetch === 100 && r.variant === variant)?.ratioToRaw;
+  const report = {
+    benchmark: 'rabbitmq',
+    date: new Date().toISOString(),
+    durationSec: Math.round((Date.now() - started) / 1000),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, totalMemGiB: Math.round(totalmem() / 2 ** 30), node: process.version, rabbitmq: brokerVersion() },
+    config: { messages, bodyBytes, runs, prefetches, variants, handler: 'no-op ack()', consumerDefaults: 'leaseTtlMs 30000, keepAlive on, concurrency = prefetch' },
+    notes:
+      'RabbitMQ, Redis and this process share the machine; msgs/s depends on how busy it is, so variants are interleaved per round. ' +
+      'medianNodeCpuUsPerMsg is the CPU time of this Node process per message (user+system) during the drain: the pipeline cost independent of broker speed.',
+    results,
+    goals: {
+      memoryAtLeast95PercentOfRaw: { ratioAtPrefetch100: at100('memory'), met: (at100('memory') ?? 0) >= 0.95 },
+      redisAtLeast85PercentOfRawAtPrefetch100: { ratioAtPrefetch100: at100('redis'), met: (at100('redis') ?? 0) >= 0.85 },
+    },
+  };
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  process.stderr.write('\nprefetch  variant       median msgs/s  ratio to raw  µs CPU/msg (Node)\n');
+  for (const r of results) {
+    process.stderr.write(
+      `${String(r.prefetch).padStart(8)}  ${r.variant.padEnd(12)}  ${String(r.medianMsgsPerSec).padStart(13)}  ${String(r.ratioToRaw ?? '').padStart(12)}  ${String(r.medianNodeCpuUsPerMsg).padStart(17)}\n`,
+    );
+  }
+  process.stderr.write(`\nwritten to ${out}\n`);
+  await admin.close();
+  await redis?.quit();
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`benchmark failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exitCode = 1;
+});

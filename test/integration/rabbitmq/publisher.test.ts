@@ -1,0 +1,76 @@
+/**
+ * The publisher helper on the real broker: message id and idempotency-key header, confirms,
+ * unroutable messages, and retried publishes deduplicated by the consumer.
+ */
+import { ack, ConfigurationError, IDEMPOTENCY_KEY_HEADER } from '../../../src';
+import { RabbitMqPublisher, UnroutableError } from '../../../adapters/rabbitmq';
+import { describeWithServices } from '../../support/services';
+import { AMQP_URL } from './support/amqp';
+import { EffectLog, Harness } from './support/harness';
+import { waitFor } from './support/wait';
+
+describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
+  let h: Harness;
+  let publisher: RabbitMqPublisher;
+  beforeEach(async () => {
+    h = new Harness();
+    publisher = new RabbitMqPublisher({ url: AMQP_URL, publishTimeoutMs: 5000 });
+    await publisher.connect();
+  });
+  afterEach(async () => {
+    await publisher.close();
+    await h.cleanup();
+  });
+
+  test('sets message id and idempotency-key, resolves after the confirm; a retried publish is one effect', async () => {
+    const queue = h.queue('pub');
+    const effects = new EffectLog();
+    const source = h.source({ queue });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
+      effects.apply(m.key);
+      return ack();
+    });
+    await consumer.start();
+    await consumer.stop(); // keep the messages in the queue to inspect them first
+    const r1 = await publisher.sendToQueue(queue, { paymentId: 'p-1' }, { idempotencyKey: 'p-1' });
+    const r2 = await publisher.sendToQueue(queue, { paymentId: 'p-1' }, { idempotencyKey: 'p-1' }); // producer retry
+    const r3 = await publisher.sendToQueue(queue, Buffer.from('raw'));
+    expect(r1).toEqual({ messageId: 'p-1', idempotencyKey: 'p-1' });
+    expect(r2.messageId).toBe('p-1');
+    expect(r3.messageId).toMatch(/^[0-9a-f-]{36}$/);
+    const [m1, , m3] = await h.admin.drain(queue);
+    expect(m1!.properties.messageId).toBe('p-1');
+    expect(m1!.properties.headers?.[IDEMPOTENCY_KEY_HEADER]).toBe('p-1');
+    expect(m1!.properties.contentType).toBe('application/json');
+    expect(m1!.properties.deliveryMode).toBe(2);
+    expect(m3!.properties.headers?.[IDEMPOTENCY_KEY_HEADER]).toBe(r3.messageId);
+    expect(m3!.properties.contentType).toBeUndefined();
+
+    const source2 = h.source({ queue });
+    const consumer2 = h.consumer({ source: source2, claimer: h.claimer('memory') }, async (m) => {
+      effects.apply(m.key);
+      return ack();
+    });
+    await consumer2.start();
+    await publisher.sendToQueue(queue, { paymentId: 'p-2' }, { idempotencyKey: 'p-2' });
+    await publisher.sendToQueue(queue, { paymentId: 'p-2' }, { idempotencyKey: 'p-2' });
+    await waitFor(() => source2.stats().acks === 2, 'both copies acked');
+    expect(effects.count('test:p-2')).toBe(1);
+  });
+
+  test('an unroutable message is reported, not silently dropped', async () => {
+    await expect(publisher.publish('amq.direct', `nobody-${h.queue('unroutable')}`, { a: 1 })).rejects.toBeInstanceOf(UnroutableError);
+    // The channel stays usable.
+    const queue = h.queue('after-unroutable');
+    const ch = await h.admin.ch();
+    await ch.assertQueue(queue, { durable: false });
+    await publisher.sendToQueue(queue, { ok: true });
+    expect(await h.admin.messageCount(queue)).toBe(1);
+  });
+
+  test('publish before connect and an empty key are configuration errors', async () => {
+    const idle = new RabbitMqPublisher({ url: AMQP_URL });
+    await expect(idle.publish('', 'q', {})).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(publisher.sendToQueue('q', {}, { idempotencyKey: '' })).rejects.toBeInstanceOf(ConfigurationError);
+  });
+});

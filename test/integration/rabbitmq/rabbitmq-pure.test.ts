@@ -1,0 +1,220 @@
+/**
+ * Pure parts of the RabbitMQ adapter (no broker needed): option validation, the topology plan,
+ * delay tiers, header mapping, and the settler's stale/repeat rules on a fake channel.
+ */
+import type { ConsumeMessage } from 'amqplib';
+import { ConfigurationError } from '../../../src';
+import {
+  HEADERS,
+  buildPublish,
+  delayQueueName,
+  pickDelayTier,
+  planTopology,
+  priorAttempts,
+  replayProperties,
+  replayRoute,
+  resolveSourceOptions,
+  StaleDeliveryError,
+} from '../../../adapters/rabbitmq';
+import { ChannelGeneration } from '../../../adapters/rabbitmq/channel-generation';
+import { deadLetterProperties, requeueProperties } from '../../../adapters/rabbitmq/headers';
+import { DeliverySettler, type SettlementContext } from '../../../adapters/rabbitmq/settler';
+
+const url = 'amqp://guest:guest@127.0.0.1:5672';
+
+describe('RabbitMQ source options', () => {
+  test('defaults follow the queue name', () => {
+    const o = resolveSourceOptions({ url, queue: 'orders' });
+    expect(o).toMatchObject({ deadLetterExchange: 'orders.dlx', deadLetterQueue: 'orders.dlq', deadLetterRoutingKey: 'orders', queueType: 'classic', topology: 'declare', onCancel: 'resubscribe' });
+  });
+
+  test.each([
+    [{ url: 'http://x', queue: 'q' }, /url must be an amqp/],
+    [{ url, queue: '' }, /queue must be a non-empty string/],
+    [{ url, queue: 'amq.q' }, /must not start with "amq\."/],
+    [{ url, queue: 'q', delayTiersMs: [5000, 1000] }, /strictly increasing/],
+    [{ url, queue: 'q', delayTiersMs: [] }, /1 to 20 tiers/],
+    [{ url, queue: 'q', deliveryLimit: 3 }, /quorum queues only/],
+    [{ url, queue: 'q', queueArguments: { 'x-dead-letter-exchange': 'x' } }, /must not set "x-dead-letter-exchange"/],
+    [{ url, queue: 'q', deadLetterQueue: 'q' }, /must differ from queue/],
+    [{ url, queue: 'q', reconnectDelayMs: 0 }, /reconnectDelayMs must be an integer in \[10, 600000\], got 0/],
+    [{ url, queue: 'q', onCancel: 'ignore' }, /onCancel must be one of/],
+  ])('rejects %j', (options, message) => {
+    expect(() => resolveSourceOptions(options as never)).toThrow(ConfigurationError);
+    expect(() => resolveSourceOptions(options as never)).toThrow(message);
+  });
+
+  test('does not mutate the caller\'s options', () => {
+    const options = { url, queue: 'q', delayTiersMs: [1000], queueArguments: { 'x-max-length': 10 } };
+    const o = resolveSourceOptions(options);
+    expect(o.delayTiersMs).not.toBe(options.delayTiersMs);
+    expect(o.queueArguments).not.toBe(options.queueArguments);
+  });
+});
+
+describe('topology plan', () => {
+  test('work queue dead-letters to the DLX; delay queues expire back into the work queue', () => {
+    const plan = planTopology(resolveSourceOptions({ url, queue: 'pay', queueType: 'quorum', deliveryLimit: 5, delayTiersMs: [100, 1000] }));
+    expect(plan.workQueue.arguments).toEqual({ 'x-queue-type': 'quorum', 'x-dead-letter-exchange': 'pay.dlx', 'x-dead-letter-routing-key': 'pay', 'x-delivery-limit': 5 });
+    expect(plan.delayQueues).toEqual([
+      { name: 'pay.delay.100ms', delayMs: 100, arguments: { 'x-queue-type': 'classic', 'x-message-ttl': 100, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'pay' } },
+      { name: 'pay.delay.1000ms', delayMs: 1000, arguments: { 'x-queue-type': 'classic', 'x-message-ttl': 1000, 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'pay' } },
+    ]);
+  });
+
+  test('deadLetterViaPolicy leaves the x-dead-letter-* arguments out', () => {
+    const plan = planTopology(resolveSourceOptions({ url, queue: 'pay', deadLetterViaPolicy: true }));
+    expect(plan.workQueue.arguments).toEqual({ 'x-queue-type': 'classic' });
+  });
+
+  test('delay tiers: nearest on a log scale, 0 goes straight back', () => {
+    const tiers = [1000, 5000, 15000, 60000];
+    expect(pickDelayTier(tiers, 0)).toBeUndefined();
+    expect(pickDelayTier(tiers, 1)).toBe(1000);
+    expect(pickDelayTier(tiers, 1200)).toBe(1000);
+    expect(pickDelayTier(tiers, 2000)).toBe(1000);
+    expect(pickDelayTier(tiers, 4000)).toBe(5000);
+    expect(pickDelayTier(tiers, 32000)).toBe(60000);
+    expect(pickDelayTier(tiers, 10 ** 7)).toBe(60000);
+    expect(delayQueueName('q', 500)).toBe('q.delay.500ms');
+  });
+});
+
+function message(headers: Record<string, unknown> = {}, fields: Partial<ConsumeMessage['fields']> = {}): ConsumeMessage {
+  return {
+    content: Buffer.from('{}'),
+    fields: { deliveryTag: 7, redelivered: false, exchange: 'orders', routingKey: 'order.created', consumerTag: 'c', ...fields },
+    properties: { headers, messageId: 'm-1', deliveryMode: 2, contentType: 'application/json', userId: 'guest', expiration: '60000' } as unknown as ConsumeMessage['properties'],
+  };
+}
+
+describe('header mapping', () => {
+  test('attempts: twophase header plus quorum x-delivery-count', () => {
+    expect(priorAttempts({})).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 2 })).toBe(2);
+    expect(priorAttempts({ 'x-delivery-count': 1 })).toBe(1);
+    expect(priorAttempts({ [HEADERS.attempts]: '2', 'x-delivery-count': 1 })).toBe(3);
+    expect(priorAttempts({ [HEADERS.attempts]: 'junk' })).toBeUndefined();
+  });
+
+  test('requeue copy: keeps the first route, drops expiration/userId and the broker delivery count', () => {
+    const first = requeueProperties(message({ 'x-delivery-count': 2 }), 1, 'retry');
+    expect(first.headers).toEqual({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created', [HEADERS.attempts]: 1, [HEADERS.requeueCause]: 'retry' });
+    expect(first).toMatchObject({ messageId: 'm-1', persistent: true, contentType: 'application/json' });
+    expect(first).not.toHaveProperty('expiration');
+    expect(first).not.toHaveProperty('userId');
+    const second = requeueProperties(message(first.headers, { exchange: '', routingKey: 'orders-queue' }), 1, 'busy');
+    expect(second.headers).toMatchObject({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created', [HEADERS.requeueCause]: 'busy' });
+  });
+
+  test('dead-letter copy carries reason, attempts, route, queue, error; replay strips them and counts replays', () => {
+    const dead = deadLetterProperties(message({ [HEADERS.publishId]: 'x' }), { reason: 'retry_exhausted', attempts: 3, errorMessage: 'boom', errorType: 'Error' }, 'orders-queue', 1234);
+    expect(dead.headers).toEqual({
+      [HEADERS.reason]: 'retry_exhausted',
+      [HEADERS.attempts]: 3,
+      [HEADERS.originalExchange]: 'orders',
+      [HEADERS.originalRoutingKey]: 'order.created',
+      [HEADERS.originalQueue]: 'orders-queue',
+      [HEADERS.rejectedAt]: 1234,
+      [HEADERS.errorMessage]: 'boom',
+      [HEADERS.errorType]: 'Error',
+    });
+    const dlqMessage = message({ ...dead.headers, 'x-death': [{ queue: 'x' }] }, { exchange: 'orders.dlx', routingKey: 'orders-queue' });
+    expect(replayRoute(dlqMessage)).toEqual({ exchange: 'orders', routingKey: 'order.created' });
+    const replay = replayProperties(dlqMessage, 99);
+    expect(replay.headers).toEqual({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created', [HEADERS.replayCount]: 1, [HEADERS.replayedAt]: 99 });
+  });
+
+  test('replay route falls back to the newest x-death entry', () => {
+    const m = message({ 'x-death': [{ exchange: 'ex', 'routing-keys': ['rk'], queue: 'q', reason: 'delivery_limit' }] });
+    expect(replayRoute(m)).toEqual({ exchange: 'ex', routingKey: 'rk' });
+    expect(replayRoute(message())).toBeUndefined();
+  });
+
+  test('publisher helper: message id defaults to the key, JSON bodies get a content type', () => {
+    const { content, properties, receipt } = buildPublish({ a: 1 }, { idempotencyKey: 'k' });
+    expect(content.toString()).toBe('{"a":1}');
+    expect(properties).toMatchObject({ messageId: 'k', persistent: true, contentType: 'application/json', headers: { 'idempotency-key': 'k' } });
+    expect(receipt).toEqual({ messageId: 'k', idempotencyKey: 'k' });
+    expect(() => buildPublish({}, { messageId: '' })).toThrow(ConfigurationError);
+  });
+});
+
+describe('DeliverySettler (fake channel)', () => {
+  function setup() {
+    const wire: string[] = [];
+    const events: string[] = [];
+    const channel = {
+      ack: (m: ConsumeMessage, allUpTo: boolean) => wire.push(`ack:${m.fields.deliveryTag}:${allUpTo}`),
+      nack: (m: ConsumeMessage, allUpTo: boolean, requeue: boolean) => wire.push(`nack:${m.fields.deliveryTag}:${allUpTo}:${requeue}`),
+    };
+    const generation = new ChannelGeneration(1, channel as never);
+    const published: { exchange: string; routingKey: string }[] = [];
+    let failPublish = false;
+    const context: SettlementContext = {
+      queue: 'q',
+      deadLetterExchange: 'q.dlx',
+      deadLetterRoutingKey: 'q',
+      delayTiersMs: [100, 1000],
+      failedPublishRequeueDelayMs: 0,
+      publish: async (exchange, routingKey) => {
+        if (failPublish) throw new Error('nacked');
+        published.push({ exchange, routingKey });
+      },
+      pause: async () => undefined,
+      now: () => 1,
+      onSettled: (action, cause) => events.push(`settled:${action}${cause ? `:${cause}` : ''}`),
+      onStale: (e) => events.push(`stale:${e.action}`),
+      onRepeated: (action, first) => events.push(`repeated:${action}:${first}`),
+      onPublishFailed: (action) => events.push(`publish_failed:${action}`),
+      onFallbackNack: () => events.push('fallback_nack'),
+    };
+    return { wire, events, generation, published, context, setFailPublish: (v: boolean) => (failPublish = v) };
+  }
+
+  test('ack once, never allUpTo; repeats ignored', async () => {
+    const s = setup();
+    s.generation.begin();
+    const settler = new DeliverySettler(s.context, s.generation, message());
+    await settler.ack({ duplicate: false });
+    await settler.ack({ duplicate: false });
+    await settler.reject({ reason: 'x', attempts: 1 });
+    expect(s.wire).toEqual(['ack:7:false']);
+    expect(s.events).toEqual(['settled:ack', 'repeated:ack:ack', 'repeated:reject:ack']);
+    expect(s.generation.inFlight).toBe(0);
+  });
+
+  test('requeue publishes to the nearest delay queue, then acks; retry raises attempts, busy does not', async () => {
+    const s = setup();
+    s.generation.begin();
+    await new DeliverySettler(s.context, s.generation, message({ [HEADERS.attempts]: 1 })).requeue(900, { cause: 'busy' });
+    s.generation.begin();
+    await new DeliverySettler(s.context, s.generation, message()).requeue(0, { cause: 'shutdown' });
+    expect(s.published).toEqual([
+      { exchange: '', routingKey: 'q.delay.1000ms' },
+      { exchange: '', routingKey: 'q' },
+    ]);
+    expect(s.wire).toEqual(['ack:7:false', 'ack:7:false']);
+  });
+
+  test('a settle after the channel closed is skipped with StaleDeliveryError, nothing is published', async () => {
+    const s = setup();
+    s.generation.begin();
+    s.generation.open = false;
+    const settler = new DeliverySettler(s.context, s.generation, message());
+    await expect(settler.requeue(100, { cause: 'retry', attempt: 1 })).rejects.toBeInstanceOf(StaleDeliveryError);
+    expect(s.published).toEqual([]);
+    expect(s.wire).toEqual([]);
+    expect(s.events).toEqual(['stale:requeue']);
+    expect(s.generation.inFlight).toBe(0);
+  });
+
+  test('a failed dead-letter publish returns the original with nack(requeue=true) and fails the settle', async () => {
+    const s = setup();
+    s.generation.begin();
+    s.setFailPublish(true);
+    await expect(new DeliverySettler(s.context, s.generation, message()).reject({ reason: 'r', attempts: 1 })).rejects.toThrow('nacked');
+    expect(s.wire).toEqual(['nack:7:false:true']);
+    expect(s.events).toEqual(['publish_failed:reject', 'fallback_nack']);
+  });
+});
