@@ -45,6 +45,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ['*.js', '*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly', __dirname: 'readonly', process: 'readonly' } },
+  },
+  {
     files: ['test/**/*.ts', 'bench/**/*.ts', 'examples/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off', 'no-console': 'off' },
   },

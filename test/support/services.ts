@@ -49,7 +49,6 @@ export function describeWithServices(services: ServiceName[], name: string, fn: 
     return;
   }
   const reason = missing.map((s) => `${s} not reachable at ${SERVICES[s].host}:${SERVICES[s].port} (${SERVICES[s].hint})`).join('; ');
-  // eslint-disable-next-line no-console
   console.warn(`SKIPPED "${name}": ${reason}`);
   const skipped = describe.skip;
   skipped(`${name} [skipped: ${reason}]`, fn);
