@@ -38,13 +38,14 @@ import {
   type MessageSource,
   type RejectInfo,
   sleep,
+  type SourceStartOptions,
 } from '../../src';
 import type { Kafka } from 'kafkajs';
 import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition, TopicPartitionOffset } from './client';
 import { DeadLetterError, PartitionRevokedError } from './errors';
 import { deadLetterRecord } from './headers';
 import { kafkajsClient } from './kafkajs-client';
-import { type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
+import { KAFKAJS_CONSUMER_DEFAULTS, type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
 import { offsetAbove, PartitionWorker, type WorkerHost } from './partition-worker';
 import { Semaphore } from './semaphore';
 
@@ -136,6 +137,7 @@ export class KafkaSource implements MessageSource {
   private consumer: GroupConsumer | undefined;
   private producer: RecordProducer | undefined;
   private host: WorkerHost | undefined;
+  private sink: DeliverySink | undefined;
   private generation: Generation | undefined;
   private epochCounter = 0;
   /** Workers of the current generation. */
@@ -199,12 +201,13 @@ export class KafkaSource implements MessageSource {
   /**
    * Checks (or creates) the dead-letter topics, connects the dead-letter producer and the
    * consumer, subscribes, and starts the fetch loop. Resolves once the member joined the group.
-   * Called by `ConsumerBase.start()`. `leaseTtlMs`, when the consumer passes it, caps
-   * `preclaimMaxAgeMs` at a third of it.
+   * Called by `ConsumerBase.start()`. The consumer's `leaseTtlMs` caps `preclaimMaxAgeMs` at a
+   * third of it; with `heartbeatWhileProcessing` off, a handler timeout above `sessionTimeout`
+   * (or none) is warned about.
    * @throws ConfigurationError when a dead-letter topic is missing and `deadLetterTopicCheck` is `exists`, or when called twice
    * @throws the client's error when the broker cannot be reached
    */
-  async start(sink: DeliverySink, startOptions: { readonly concurrency: number; readonly leaseTtlMs?: number }): Promise<void> {
+  async start(sink: DeliverySink, startOptions: SourceStartOptions): Promise<void> {
     if (this.lifecycle !== 'created') throw new ConfigurationError(`start() called on a Kafka source that is ${this.lifecycle}`);
     this.lifecycle = 'starting';
     const concurrency = Math.max(1, Math.min(this.options.partitionConcurrency ?? startOptions.concurrency, startOptions.concurrency));
@@ -212,6 +215,8 @@ export class KafkaSource implements MessageSource {
     const lease = startOptions.leaseTtlMs;
     const preclaimMaxAgeMs = typeof lease === 'number' && lease > 0 ? Math.max(1, Math.min(this.options.preclaimMaxAgeMs, Math.floor(lease / 3))) : this.options.preclaimMaxAgeMs;
     this.host = this.makeHost(sink, new Semaphore(concurrency), preclaimMaxAgeMs);
+    this.sink = sink;
+    this.warnAboutSession(startOptions.handlerTimeoutMs);
     try {
       await this.checkDeadLetterTopics();
       this.producer = this.client.producer(this.options.producer);
@@ -383,7 +388,27 @@ export class KafkaSource implements MessageSource {
     for (const worker of this.workers.values()) worker.stop('revoked');
     this.workers.clear();
     this.generation = undefined;
-    if (!restart) this.clientCrashed = true;
+    if (!restart) {
+      // kafkajs gave up (a non-retriable error, or restartOnFailure said no): this source will
+      // not consume again. Tell the consumer, so it reports not live and gets restarted.
+      this.clientCrashed = true;
+      this.sink?.fail?.(error);
+    }
+  }
+
+  /**
+   * S09 config check: with adapter heartbeats off, a handler that blocks the event loop longer
+   * than sessionTimeout gets the member evicted.
+   */
+  private warnAboutSession(handlerTimeoutMs: number | undefined): void {
+    if (this.options.heartbeatWhileProcessing) return;
+    const sessionTimeout = this.options.consumer.sessionTimeout ?? KAFKAJS_CONSUMER_DEFAULTS.sessionTimeout;
+    if (handlerTimeoutMs !== undefined && handlerTimeoutMs <= sessionTimeout) return;
+    this.logger.warn(
+      { groupId: this.options.groupId, sessionTimeout, handlerTimeoutMs: handlerTimeoutMs ?? null },
+      `heartbeatWhileProcessing is off and the handler timeout (${handlerTimeoutMs ?? 'none'}) exceeds sessionTimeout (${sessionTimeout} ms): ` +
+        'a handler that blocks the event loop that long gets this member evicted (its record is then delivered again and skipped as a duplicate)',
+    );
   }
 
   private setPaused(worker: PartitionWorker, paused: boolean): void {

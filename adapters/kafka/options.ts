@@ -63,7 +63,8 @@ export interface KafkaSourceOptions {
   readonly finalCommitTimeoutMs?: number;
   /**
    * Send group heartbeats every `heartbeatInterval` while messages are in flight, on top of the
-   * heartbeats of the client's fetch loop. Default true. Turn off only to test session expiry.
+   * heartbeats of the client's fetch loop. Default true. Turn off only to test session expiry;
+   * `start` then warns unless the consumer's `handlerTimeoutMs` is at most `sessionTimeout`.
    */
   readonly heartbeatWhileProcessing?: boolean;
   /**
@@ -219,12 +220,6 @@ export function resolveKafkaSourceOptions(options: KafkaSourceOptions): Resolved
       throw new ConfigurationError(`deadLetterTopic("${topic}") must return a topic name (1–249 characters), got ${JSON.stringify(dlq)}`);
     }
     if (resolved.topics.includes(dlq)) throw new ConfigurationError(`deadLetterTopic("${topic}") is "${dlq}", a topic this source consumes`);
-  }
-  if (!resolved.heartbeatWhileProcessing) {
-    resolved.logger.warn(
-      { groupId: resolved.groupId, sessionTimeout },
-      'heartbeatWhileProcessing is off: a handler that blocks the event loop longer than sessionTimeout gets this member evicted (its work is then re-delivered and skipped as a duplicate)',
-    );
   }
   return resolved;
 }

@@ -1,0 +1,279 @@
+/**
+ * Kafka consumption throughput, side by side in one process run, on the dev broker:
+ *
+ *   raw        kafkajs eachBatch: decode each record's JSON, apply the effect, resolve the
+ *              offset; kafkajs auto-commit (after each batch); partitionsConsumedConcurrently 6
+ *   memory     twophase: KafkaSource + ConsumerBase (decode, claim, handle, commit, settle)
+ *              with the InMemoryClaimer
+ *   redis      the same with the RedisClaimer on 127.0.0.1:6379
+ *   what-if-pipelined-commit   (opt-in, not a product setting) the Redis variant with each
+ *              claim commit sent without being awaited: the next record of the partition starts
+ *              while the previous commit is in flight. An upper bound of what a core hook
+ *              "handler returned ack" would allow (see docs/kafka.md, "Throughput").
+ *
+ * One topic of `--partitions` partitions holds `--messages` records of `--bytes` bytes (JSON, an
+ * `idempotency-key` header each); every run reads all of it with a fresh consumer group (and a
+ * fresh key namespace), so each variant does the same work. Variants run interleaved, `--runs`
+ * times. Throughput counts from the first record received to the last effect applied (group join
+ * excluded; reported separately). Medians and ratios to raw are printed and written to
+ * bench/results/kafka.json. Not a test: nothing fails on a missed goal.
+ *
+ *   npx ts-node --transpile-only bench/kafka/consume.ts [--messages 100000] [--runs 3]
+ *   TWOPHASE_BENCH_KAFKA_MESSAGES=20000 npx ts-node --transpile-only bench/kafka/consume.ts
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import Redis from 'ioredis';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { ack, type Claimer, type ClaimResult, ConsumerBase, type Disposition, InMemoryClaimer, type JsonValue, type Message, silentLogger } from '../../src';
+import { KafkaSource } from '../../adapters/kafka';
+import { RedisClaimer } from '../../adapters/redis';
+
+interface Args {
+  messages: number;
+  runs: number;
+  partitions: number;
+  bytes: number;
+  brokers: string[];
+  redisPort: number;
+  out: string;
+  variants: string[];
+}
+
+function parseArgs(argv: string[]): Args {
+  const get = (name: string, fallback: string) => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 && argv[i + 1] ? argv[i + 1]! : fallback;
+  };
+  return {
+    messages: Number(get('messages', process.env.TWOPHASE_BENCH_KAFKA_MESSAGES ?? '100000')),
+    runs: Number(get('runs', process.env.TWOPHASE_BENCH_KAFKA_RUNS ?? '3')),
+    partitions: Number(get('partitions', '6')),
+    bytes: Number(get('bytes', '1024')),
+    brokers: get('brokers', process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
+    redisPort: Number(get('redis-port', process.env.REDIS_PORT ?? '6379')),
+    out: get('out', join(__dirname, '..', 'results', 'kafka.json')),
+    variants: get('variants', 'raw,memory,redis').split(','),
+  };
+}
+
+interface RunResult {
+  /** Records per second from the first record received to the last effect applied. */
+  msgsPerSec: number;
+  /** ms from start() to the first record. */
+  joinMs: number;
+  /** ms from the first record to the last effect. */
+  consumeMs: number;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const kafka = new Kafka({ clientId: 'twophase-bench', brokers: args.brokers, logLevel: logLevel.NOTHING });
+const tag = randomBytes(3).toString('hex');
+const topic = `twophase-bench-${tag}`;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function produce(): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: args.partitions }, { topic: `${topic}.dlq`, numPartitions: 1 }] });
+  await admin.disconnect();
+  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  const chunk = 2000;
+  for (let start = 0; start < args.messages; start += chunk) {
+    const messages = [];
+    for (let i = start; i < Math.min(args.messages, start + chunk); i++) {
+      const id = `m-${i}`;
+      const bare = JSON.stringify({ id, seq: i, pad: '' });
+      const value = JSON.stringify({ id, seq: i, pad: 'x'.repeat(Math.max(0, args.bytes - bare.length)) });
+      messages.push({ key: id, value, headers: { 'idempotency-key': id } });
+    }
+    await producer.send({ topic, messages });
+  }
+  await producer.disconnect();
+}
+
+/** The effect every variant applies: remember the record's id. */
+class Effects {
+  readonly seen = new Set<string>();
+  first = 0;
+  last = 0;
+  apply(id: string): void {
+    if (this.first === 0) this.first = performance.now();
+    this.seen.add(id);
+    if (this.seen.size === args.messages) this.last = performance.now();
+  }
+}
+
+async function waitDone(effects: Effects): Promise<void> {
+  const until = Date.now() + 300_000;
+  while (effects.last === 0) {
+    if (Date.now() > until) throw new Error(`timed out with ${effects.seen.size}/${args.messages} effects`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+async function raw(run: number): Promise<RunResult> {
+  const effects = new Effects();
+  const consumer = kafka.consumer({ groupId: `bench-raw-${tag}-${run}`, maxWaitTimeInMs: 250 });
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  const started = performance.now();
+  await consumer.run({
+    partitionsConsumedConcurrently: args.partitions,
+    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+      for (const message of batch.messages) {
+        const body = JSON.parse(message.value!.toString('utf8')) as { id: string };
+        effects.apply(body.id);
+        resolveOffset(message.offset);
+      }
+      await heartbeat();
+    },
+  });
+  await waitDone(effects);
+  await consumer.disconnect();
+  return result(effects, started);
+}
+
+class Bench extends ConsumerBase<{ id: string }> {
+  constructor(
+    options: ConstructorParameters<typeof ConsumerBase>[0],
+    private readonly effects: Effects,
+  ) {
+    super(options);
+  }
+
+  async handle(message: Message<{ id: string }>): Promise<Disposition> {
+    this.effects.apply(message.body.id);
+    return ack();
+  }
+}
+
+async function twophase(run: number, claimer: Claimer, label: string): Promise<RunResult> {
+  const effects = new Effects();
+  const groupId = `bench-${label}-${tag}-${run}`;
+  const source = new KafkaSource({ kafka }, { topics: [topic], groupId, fromBeginning: true, logger: silentLogger });
+  const consumer = new Bench({ name: groupId, claimer, source, logger: silentLogger, deployment: { replicas: 1 } }, effects);
+  const started = performance.now();
+  await consumer.start();
+  await waitDone(effects);
+  await consumer.stop();
+  return result(effects, started);
+}
+
+/** What-if only: receipts whose commit is sent and not awaited (the ack no longer waits for it). */
+function unawaitedCommits(inner: Claimer): Claimer {
+  const wrap = (result: ClaimResult): ClaimResult => {
+    if (result.state !== 'acquired') return result;
+    const receipt = result.receipt;
+    const commit = (value?: JsonValue) => {
+      receipt.commit(value).catch(() => undefined);
+      return Promise.resolve();
+    };
+    return { ...result, receipt: { key: receipt.key, acquired: true, ownerToken: receipt.ownerToken, fencingToken: receipt.fencingToken, commit, release: () => receipt.release(), extend: (ttl) => receipt.extend(ttl) } };
+  };
+  return {
+    kind: inner.kind,
+    claim: async (key, options) => wrap(await inner.claim(key, options)),
+    claimMany: async (requests) => (await inner.claimMany!(requests)).map((e) => (e.ok ? { ok: true, result: wrap(e.result) } : e)),
+    ready: () => inner.ready!(),
+  };
+}
+
+function result(effects: Effects, started: number): RunResult {
+  const consumeMs = effects.last - effects.first;
+  return { msgsPerSec: Math.round((args.messages / consumeMs) * 1000), joinMs: Math.round(effects.first - started), consumeMs: Math.round(consumeMs) };
+}
+
+async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 5000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+async function main(): Promise<void> {
+  const t0 = Date.now();
+  const loadBefore = loadavg().map((l) => Number(l.toFixed(2)));
+  console.log(`producing ${args.messages} records of ${args.bytes} B to ${topic} (${args.partitions} partitions)…`);
+  await produce();
+  const redis = new Redis({ host: '127.0.0.1', port: args.redisPort, maxRetriesPerRequest: 1 });
+  const results: Record<string, RunResult[]> = Object.fromEntries(args.variants.map((v) => [v, []]));
+  try {
+    for (let run = 0; run < args.runs; run++) {
+      for (const variant of args.variants) {
+        let r: RunResult;
+        if (variant === 'raw') r = await raw(run);
+        else if (variant === 'memory') r = await twophase(run, new InMemoryClaimer(), 'memory');
+        else if (variant === 'redis') {
+          const prefix = `twophase-bench-kafka-${tag}-${run}`;
+          const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
+          await claimer.ready();
+          r = await twophase(run, claimer, 'redis');
+          await claimer.close();
+          await deleteKeys(redis, `${prefix}:*`);
+        } else if (variant === 'what-if-pipelined-commit') {
+          const prefix = `twophase-bench-kafka-${tag}-${run}`;
+          const inner = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
+          await inner.ready();
+          r = await twophase(run, unawaitedCommits(inner), 'pipelined');
+          await inner.close();
+          await deleteKeys(redis, `${prefix}:*`);
+        } else throw new Error(`unknown variant ${variant}`);
+        results[variant]!.push(r);
+        console.log(`run ${run + 1}/${args.runs} ${variant.padEnd(6)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms)`);
+      }
+    }
+  } finally {
+    redis.disconnect();
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
+    await admin.disconnect();
+  }
+  const medians = Object.fromEntries(Object.entries(results).map(([v, rs]) => [v, median(rs.map((r) => r.msgsPerSec))]));
+  const ratio = (v: string) => (medians.raw && medians[v] ? Number((medians[v]! / medians.raw).toFixed(3)) : undefined);
+  const summary = {
+    benchmark: 'kafka',
+    date: new Date().toISOString(),
+    durationSec: Math.round((Date.now() - t0) / 1000),
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model,
+      totalMemGiB: Math.round(totalmem() / 1024 ** 3),
+      node: process.version,
+      kafkajs: '2.2.4',
+      kafka: '3.9.2 (single KRaft node on loopback, same machine)',
+      loadAverage1_5_15: { before: loadBefore, after: loadavg().map((l) => Number(l.toFixed(2))) },
+    },
+    config: {
+      messages: args.messages,
+      bodyBytes: args.bytes,
+      partitions: args.partitions,
+      runs: args.runs,
+      handler: 'JSON decode + remember the id (same work in every variant)',
+      raw: 'kafkajs eachBatch, resolveOffset per record, auto-commit, partitionsConsumedConcurrently = partitions',
+      twophase: 'KafkaSource defaults (claimBatchSize 64, commitIntervalMs 1000), ConsumerBase defaults (concurrency 10, leaseTtlMs 30000, keep-alive on)',
+      measured: 'first record received → last effect applied; group join excluded (joinMs)',
+    },
+    results: Object.fromEntries(
+      Object.entries(results).map(([v, rs]) => [v, { medianMsgsPerSec: medians[v], ratioToRaw: v === 'raw' ? 1 : ratio(v), runs: rs }]),
+    ),
+    goals: { memory: '≥ 0.97 × raw', redis: '≥ 0.90 × raw' },
+  };
+  mkdirSync(join(args.out, '..'), { recursive: true });
+  writeFileSync(args.out, `${JSON.stringify(summary, null, 2)}\n`);
+  console.log('');
+  for (const v of Object.keys(results)) console.log(`${v.padEnd(6)} median ${String(medians[v]).padStart(7)} msg/s  ratio ${v === 'raw' ? '1.000' : String(ratio(v))}`);
+  console.log(`written to ${args.out}`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -1,0 +1,138 @@
+/**
+ * Group membership changes on the real broker with the Redis claimer: members joining and
+ * leaving while records are produced (2 → 3 → 1), and a rebalance in the middle of a long
+ * handler (S08). Nothing is lost, each key's effect happens once, and no member commits a
+ * partition it does not own.
+ */
+import type { Kafka } from 'kafkajs';
+import { ack } from '../../../src';
+import type { KafkaSource } from '../../../adapters/kafka';
+import { describeWithServices } from '../../support/services';
+import { EffectLog, fastSource, keyedProducer, makeKafka, messages, ownershipGuard, TestConsumer, TopicFixture, unique, waitFor } from './support/kafka-helpers';
+import { RedisFixture } from './support/redis-fixture';
+import { uniquePrefix } from '../redis/support/redis-helpers';
+
+describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership changes', () => {
+  let kafka: Kafka;
+  let topics: TopicFixture;
+  let redis: RedisFixture;
+  const consumers: TestConsumer[] = [];
+
+  beforeAll(async () => {
+    kafka = makeKafka('twophase-group-suite');
+    topics = new TopicFixture(kafka);
+    redis = new RedisFixture();
+  });
+
+  afterEach(async () => {
+    await Promise.all(consumers.splice(0).map((c) => c.stop()));
+  });
+
+  afterAll(async () => {
+    await topics.destroy();
+    await redis.destroy();
+  });
+
+  test('members 2 → 3 → 1 while producing: nothing lost, exactly one effect per key, no commit of a partition not owned', async () => {
+    const topic = await topics.create('group', 6);
+    const groupId = unique('group');
+    const log = new EffectLog();
+    const prefix = uniquePrefix('kafka-group');
+    const member = async (label: string): Promise<{ consumer: TestConsumer; source: KafkaSource }> => {
+      const source = fastSource(kafka, { topics: [topic], groupId });
+      const guard = ownershipGuard(source);
+      const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer(`group-${label}`, { prefix }), source, busyRequeueDelayMs: 100, leaseTtlMs: 3000 }, async (message, context) => {
+        await new Promise((resolve) => setTimeout(resolve, message.body.seq % 4));
+        log.apply(message.key, Number(context.metadata.attributes?.partition), String(context.metadata.attributes?.offset), message.body.seq);
+        return ack();
+      });
+      consumers.push(consumer);
+      guards.push(guard);
+      await consumer.start();
+      return { consumer, source };
+    };
+    const guards: string[][] = [];
+
+    // Produce 25 records every 50 ms; every fourth round also re-sends the previous round.
+    const { producer, close } = await keyedProducer(kafka);
+    const produced = new Set<string>();
+    let round = 0;
+    let producing = true;
+    const production = (async () => {
+      let previous: ReturnType<typeof messages> = [];
+      while (producing) {
+        const batch = messages(`r${round}`, 25).map((m, i) => ({ ...m, value: JSON.stringify({ id: m.idempotencyKey, seq: round * 25 + i }) }));
+        await producer.send(topic, round % 4 === 3 ? [...batch, ...previous] : batch);
+        for (const m of batch) produced.add(`${groupId}:${m.idempotencyKey}`);
+        previous = batch;
+        round++;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    })();
+
+    const a = await member('a');
+    const b = await member('b');
+    await waitFor(() => log.applied.size >= 200, 'two members consuming');
+    const c = await member('c');
+    await waitFor(() => c.source.assignment.length > 0 && log.applied.size >= 600, 'three members consuming');
+    // A leaves gracefully; B crashes: its claims (in flight and made ahead of dispatch) stay
+    // until their 3 s lease ends, and C waits on them (busy) before it takes them over.
+    await Promise.all([a.consumer.stop(), b.source.crash()]);
+    await waitFor(() => c.source.assignment.length === 6 && log.applied.size >= 1000, 'one member consuming everything');
+    producing = false;
+    await production;
+    await close();
+
+    await waitFor(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), 'every produced key applied and committed', 45_000, 100);
+    expect(log.duplicated()).toEqual([]);
+    expect(log.applied.size).toBe(produced.size);
+    expect(guards.flat()).toEqual([]);
+    expect(c.source.stats.groupJoins).toBeGreaterThanOrEqual(2);
+    expect(b.consumer.health().state).not.toBe('failed');
+  });
+
+  test('S08: a rebalance in the middle of a 3 s handler; the new owner waits on the claim, skips what A committed, and A never commits a partition it lost', async () => {
+    const topic = await topics.create('s08', 2);
+    const groupId = unique('s08-group');
+    const { producer, close } = await keyedProducer(kafka);
+    for (const partition of [0, 1]) await producer.send(topic, messages(`p${partition}`, 5).map((m) => ({ ...m, partition })));
+    await close();
+
+    const runs = new Map<string, number>();
+    const active = new Set<string>();
+    const overlaps: string[] = [];
+    const handler = (member: string) => async (message: { key: string }) => {
+      if (active.has(message.key)) overlaps.push(message.key);
+      active.add(message.key);
+      runs.set(message.key, (runs.get(message.key) ?? 0) + 1);
+      handlerStarted.push(member);
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      active.delete(message.key);
+      return ack();
+    };
+    const handlerStarted: string[] = [];
+    const sourceA = fastSource(kafka, { topics: [topic], groupId });
+    const sourceB = fastSource(kafka, { topics: [topic], groupId });
+    const guardA = ownershipGuard(sourceA);
+    const guardB = ownershipGuard(sourceB);
+    // Two claimers (two Redis clients), one namespace: what two processes of one group share.
+    const prefix = uniquePrefix('kafka-s08');
+    const a = new TestConsumer({ name: groupId, claimer: await redis.claimer('s08-a', { prefix }), source: sourceA, busyRequeueDelayMs: 300 }, handler('a'));
+    const b = new TestConsumer({ name: groupId, claimer: await redis.claimer('s08-b', { prefix }), source: sourceB, busyRequeueDelayMs: 300 }, handler('b'));
+    consumers.push(a, b);
+    await a.start();
+    await waitFor(() => handlerStarted.length >= 2, 'A mid-handler on both partitions');
+    await b.start();
+
+    await waitFor(async () => runs.size === 10 && active.size === 0 && (await topics.fullyCommitted(groupId, topic)), 'all 10 handled and committed', 45_000, 100);
+    expect([...runs.values()]).toEqual(Array(10).fill(1));
+    expect(overlaps).toEqual([]);
+    expect(guardA).toEqual([]);
+    expect(guardB).toEqual([]);
+    // B took a partition over while A still ran its first record: it waited on A's claim
+    // (busy), then skipped it as done.
+    expect(b.count('busy')).toBeGreaterThanOrEqual(1);
+    expect(b.count('done_duplicate')).toBeGreaterThanOrEqual(1);
+    expect(sourceA.stats.groupJoins).toBeGreaterThanOrEqual(2);
+  });
+});
