@@ -58,13 +58,21 @@ export function withIdempotencyKey(message: KeyedMessage): Message {
 export class KeyedProducer {
   private readonly producer: Producer;
   private readonly owned: boolean;
+  private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
 
   /**
    * @param dependencies `{ producer }` (a kafkajs producer the caller owns and connects) or
    *   `{ kafka }` (a producer is created with `config`, connected by {@link KeyedProducer.connect})
    * @param config kafkajs producer settings when created here
+   * @param options `injectContext`: adds trace context to each record's headers before it is sent
+   *   (for example `injectTraceHeaders` from `twophase/otel`); the `idempotency-key` header is kept
    */
-  constructor(dependencies: { readonly producer: Producer } | { readonly kafka: Kafka }, config: Parameters<Kafka['producer']>[0] = {}) {
+  constructor(
+    dependencies: { readonly producer: Producer } | { readonly kafka: Kafka },
+    config: Parameters<Kafka['producer']>[0] = {},
+    options: { readonly injectContext?: (headers: Record<string, unknown>) => Record<string, unknown> } = {},
+  ) {
+    this.injectContext = options.injectContext;
     if ('producer' in dependencies) {
       this.producer = dependencies.producer;
       this.owned = false;
@@ -91,7 +99,13 @@ export class KeyedProducer {
    * @throws the kafkajs error when the broker refused or did not answer
    */
   send(topic: string, messages: readonly KeyedMessage[], options: { readonly acks?: number; readonly timeoutMs?: number } = {}): Promise<RecordMetadata[]> {
-    const records = messages.map(withIdempotencyKey);
+    const inject = this.injectContext;
+    const records = messages.map((m) => {
+      const record = withIdempotencyKey(m);
+      if (!inject) return record;
+      const headers = (record.headers ?? {}) as Record<string, unknown>;
+      return { ...record, headers: { ...inject({ ...headers }), [IDEMPOTENCY_KEY_HEADER]: headers[IDEMPOTENCY_KEY_HEADER] } as typeof record.headers };
+    });
     return this.producer.send({ topic, messages: records, acks: options.acks ?? -1, timeout: options.timeoutMs });
   }
 }

@@ -25,6 +25,12 @@ export interface RabbitMqPublisherOptions {
   readonly connectionName?: string;
   /** pino-compatible logger. Default: the core's warn/error JSON logger. */
   readonly logger?: Logger;
+  /**
+   * Adds trace context to each message's headers before it is sent, for example
+   * `injectTraceHeaders` from `twophase/otel`: `(headers) => headers with traceparent, baggage`.
+   * Its result replaces the headers; the `idempotency-key` header is kept as built.
+   */
+  readonly injectContext?: (headers: Record<string, unknown>) => Record<string, unknown>;
 }
 
 /** Options of one publish. */
@@ -81,6 +87,7 @@ export class RabbitMqPublisher {
   private readonly heartbeatSeconds: number;
   private readonly connectionName: string;
   private readonly logger: Logger;
+  private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
   private manager: AmqpConnectionManager | undefined;
   private publisher: ConfirmPublisher | undefined;
   private connecting: Promise<void> | undefined;
@@ -98,6 +105,8 @@ export class RabbitMqPublisher {
     this.heartbeatSeconds = checkInt('heartbeatSeconds', options.heartbeatSeconds ?? 5, 0, 600);
     this.connectionName = options.connectionName ?? 'twophase:publisher';
     this.logger = options.logger ?? consoleWarnLogger;
+    if (options.injectContext !== undefined && typeof options.injectContext !== 'function') throw new ConfigurationError('injectContext must be a function');
+    this.injectContext = options.injectContext;
   }
 
   /**
@@ -142,7 +151,13 @@ export class RabbitMqPublisher {
    */
   async publish(exchange: string, routingKey: string, body: MessageBody, options: PublishMessageOptions = {}): Promise<PublishReceipt> {
     if (!this.publisher) throw new ConfigurationError('RabbitMqPublisher.publish() called before connect()');
-    const { content, properties, receipt } = buildPublish(body, options);
+    const built = buildPublish(body, options);
+    const { content, receipt } = built;
+    let { properties } = built;
+    if (this.injectContext) {
+      const headers = properties.headers ?? {};
+      properties = { ...properties, headers: { ...this.injectContext({ ...headers }), [IDEMPOTENCY_KEY_HEADER]: headers[IDEMPOTENCY_KEY_HEADER] } };
+    }
     await this.publisher.publish(exchange, routingKey, content, properties, options.timeoutMs ?? this.publishTimeoutMs);
     return receipt;
   }

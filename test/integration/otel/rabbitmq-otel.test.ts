@@ -19,7 +19,8 @@ describeWithServices(['rabbitmq'], 'OpenTelemetry on the real RabbitMQ', () => {
 
   beforeAll(async () => {
     otel = installOtel();
-    publisher = new RabbitMqPublisher({ url: AMQP_URL, connectionName: 'twophase-test:otel-publisher' });
+    // The publisher helper injects the active trace context and baggage into every message.
+    publisher = new RabbitMqPublisher({ url: AMQP_URL, connectionName: 'twophase-test:otel-publisher', injectContext: injectTraceHeaders });
     await publisher.connect();
   });
   afterAll(async () => {
@@ -40,7 +41,7 @@ describeWithServices(['rabbitmq'], 'OpenTelemetry on the real RabbitMQ', () => {
     return context.with(withBaggage, () =>
       tracer().startActiveSpan(`send ${queue}`, { kind: SpanKind.PRODUCER }, async (span) => {
         try {
-          await publisher.sendToQueue(queue, body, { idempotencyKey: key, headers: injectTraceHeaders() });
+          await publisher.sendToQueue(queue, body, { idempotencyKey: key });
           return span;
         } finally {
           span.end();
