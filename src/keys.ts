@@ -56,6 +56,8 @@ export function digestKey(key: string | Uint8Array): string {
  * @throws ConfigurationError naming the field and the value
  */
 export function validateClaimOptions(options: ClaimOptions): void {
+  // A frozen options object cannot change once checked: consumers pass one per claim.
+  if (validatedFrozen.has(options)) return;
   const { leaseTtlMs, doneTtlMs, fingerprint } = options ?? ({} as ClaimOptions);
   checkTtl('leaseTtlMs', leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
   checkTtl('doneTtlMs', doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
@@ -65,7 +67,10 @@ export function validateClaimOptions(options: ClaimOptions): void {
   if (fingerprint !== undefined && (typeof fingerprint !== 'string' || fingerprint.length > MAX_FINGERPRINT_LENGTH)) {
     throw new ConfigurationError(`fingerprint must be a string of at most ${MAX_FINGERPRINT_LENGTH} characters`);
   }
+  if (Object.isFrozen(options)) validatedFrozen.add(options);
 }
+
+const validatedFrozen = new WeakSet<ClaimOptions>();
 
 /**
  * Checks one TTL field: an integer number of milliseconds within [min, max].
