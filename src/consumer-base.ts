@@ -410,9 +410,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
     if (attempt > this.options.maxAttempts) {
       // Redelivered more often than allowed (for example a handler that crashes its process).
-      await this.release(delivery, trace, receipt, base, true);
       this.emit(trace, delivery, 'retry_exhausted', key, { attempt, fencingToken });
-      return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
+      return this.deadLetter(delivery, trace, receipt, base, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
     }
 
     const flight = new Flight(this.onLeaseExtended, this.logger, trace, delivery, key, attempt, fencingToken);
@@ -425,7 +424,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     const context: HandlerContext = new LazyContext(flight, fencingToken, attempt, delivery.metadata);
     let end: HandlerEnd;
     try {
-      const value = await trace.step('handle', () => this.handle(message, context));
+      // Stop waiting once the handler is aborted (shutdown deadline, handler timeout): a handler
+      // that ignores its signal must not hold the delivery, its lease or shutdown forever.
+      const value = await flight.race(trace.step('handle', () => this.handle(message, context)));
       end = isDisposition(value) ? { kind: 'disposition', disposition: value } : { kind: 'error', error: new InvalidDispositionError(value) };
     } catch (error) {
       end = { kind: 'error', error };
@@ -448,29 +449,27 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     const abortReason: unknown = flight.reason;
     const lostDuringHandler = flight.lost;
     const error = end.kind === 'error' ? end.error : undefined;
-    const deadLetter =
-      !(abortReason instanceof ShutdownError) &&
-      !lostDuringHandler &&
-      ((end.kind === 'disposition' && end.disposition.type === 'reject') || (error !== undefined && this.isPermanent(error)) || attempt >= this.options.maxAttempts);
-    await this.release(delivery, trace, receipt, base, deadLetter);
     if (abortReason instanceof ShutdownError) {
+      await this.release(delivery, trace, receipt, base);
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { ...base, outcome: 'released', handled: true });
     }
     if (lostDuringHandler) {
+      await this.release(delivery, trace, receipt, base);
       this.emit(trace, delivery, 'lease_lost', key, { attempt, fencingToken, error: lostDuringHandler });
       return this.requeue(delivery, trace, { cause: 'lease_lost' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'lease_lost', handled: true, error: lostDuringHandler });
     }
     if (end.kind === 'disposition' && end.disposition.type === 'reject') {
-      return this.reject(delivery, trace, { reason: end.disposition.reason || 'handler_rejected', attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
+      return this.deadLetter(delivery, trace, receipt, base, { reason: end.disposition.reason || 'handler_rejected', attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
     }
     if (error !== undefined && this.isPermanent(error)) {
       const reason = error instanceof InvalidDispositionError ? 'invalid_disposition' : error instanceof InvalidMessageError ? error.reason : 'permanent_error';
-      return this.reject(delivery, trace, { reason, attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
+      return this.deadLetter(delivery, trace, receipt, base, { reason, attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
     }
     if (attempt >= this.options.maxAttempts) {
       this.emit(trace, delivery, 'retry_exhausted', key, { attempt, fencingToken, error });
-      return this.reject(delivery, trace, { reason: 'retry_exhausted', attempts: attempt, error }, { ...base, outcome: 'retry_exhausted', handled: true, error });
+      return this.deadLetter(delivery, trace, receipt, base, { reason: 'retry_exhausted', attempts: attempt, error }, { ...base, outcome: 'retry_exhausted', handled: true, error });
     }
+    await this.release(delivery, trace, receipt, base);
     const asked = end.kind === 'disposition' && end.disposition.type === 'requeue' ? end.disposition.delayMs : undefined;
     const delayMs = asked ?? backoffDelay(this.options.retryBackoff, attempt);
     return this.requeue(delivery, trace, { cause: 'retry', attempt }, delayMs, { ...base, outcome: 'released', handled: true, error });
@@ -501,9 +500,26 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   }
 
   /**
-   * Releases before a requeue or a dead-letter. Before a dead-letter (`deadLetter`), the attempt
-   * count is reset too, so a replay from the dead-letter queue after a fix starts at attempt 1.
+   * Dead-letters, then releases. Only when the dead-letter copy is in place (the settle
+   * succeeded) is the attempt count reset, so a replay from the dead-letter queue after a fix
+   * starts at attempt 1; when the dead-letter failed (the broker returns the message), the count
+   * is kept and the redelivery goes straight back to the dead-letter path without running the
+   * handler again.
    */
+  private async deadLetter(
+    delivery: Delivery,
+    trace: DeliveryTrace,
+    receipt: AcquiredClaim['receipt'],
+    base: { key: string; attempt: number; fencingToken: number },
+    info: { reason: string; attempts: number; error?: unknown },
+    result: Omit<PendingResult, 'action'>,
+  ): Promise<PendingResult> {
+    const settled = await this.rejectSettled(delivery, trace, info, result);
+    await this.release(delivery, trace, receipt, base, settled);
+    return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
+  }
+
+  /** Releases before a requeue (attempt count kept) or after a dead-letter (`deadLetter`: count reset). */
   private async release(
     delivery: Delivery,
     trace: DeliveryTrace,
@@ -532,6 +548,17 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     info: { reason: string; attempts: number; error?: unknown },
     result: Omit<PendingResult, 'action'>,
   ): Promise<PendingResult> {
+    await this.rejectSettled(delivery, trace, info, result);
+    return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
+  }
+
+  /** Dead-letters through the broker; true when the settle succeeded. */
+  private async rejectSettled(
+    delivery: Delivery,
+    trace: DeliveryTrace,
+    info: { reason: string; attempts: number; error?: unknown },
+    result: Omit<PendingResult, 'action'>,
+  ): Promise<boolean> {
     const rejectInfo: RejectInfo = {
       reason: info.reason,
       attempts: info.attempts,
@@ -539,8 +566,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       errorType: errorType(info.error),
     };
     this.emit(trace, delivery, 'rejected', result.key, { attempt: result.attempt, fencingToken: result.fencingToken, reason: info.reason, error: info.error });
-    await this.settle(trace, delivery, result, () => delivery.settler.reject(rejectInfo));
-    return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
+    return this.settle(trace, delivery, result, () => delivery.settler.reject(rejectInfo));
   }
 
   /** Calls the broker; a failure is reported as `ack_failed` and never retried elsewhere. */
@@ -580,6 +606,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 class Flight extends LazyAbort implements KeptLeaseCallbacks {
   /** Set when keep-alive found the lease taken over. */
   lost: LeaseLostError | undefined;
+  private onAbandon: ((reason: unknown) => void) | undefined;
 
   constructor(
     private readonly extended: (flight: Flight) => void,
@@ -591,6 +618,47 @@ class Flight extends LazyAbort implements KeptLeaseCallbacks {
     readonly fencingToken: number,
   ) {
     super();
+  }
+
+  /**
+   * Resolves or rejects as `work` does, or rejects with the abort reason as soon as the flight is
+   * aborted for a shutdown or a handler timeout (not for a lost lease: that handler may finish,
+   * and its commit is fenced). An abandoned `work` is left running with its rejection handled.
+   */
+  race<T>(work: Promise<T>): Promise<T> {
+    if (this.aborted && this.abandonsOn(this.reason)) {
+      work.catch(() => undefined);
+      return Promise.reject(this.reason);
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.onAbandon = (reason) => {
+        work.catch(() => undefined);
+        reject(reason);
+      };
+      work.then(
+        (value) => {
+          this.onAbandon = undefined;
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.onAbandon = undefined;
+          reject(error);
+        },
+      );
+    });
+  }
+
+  override abort(reason: unknown): void {
+    super.abort(reason);
+    if (this.onAbandon && this.abandonsOn(reason)) {
+      const abandon = this.onAbandon;
+      this.onAbandon = undefined;
+      abandon(reason);
+    }
+  }
+
+  private abandonsOn(reason: unknown): boolean {
+    return reason instanceof ShutdownError || reason instanceof TimeoutError;
   }
 
   onLost(error: LeaseLostError): void {

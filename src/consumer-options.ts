@@ -31,13 +31,13 @@ export interface ConsumerOptions {
   readonly maxAttempts?: number;
   /** Backoff of requeues after a retryable failure. Default 1 s doubling to 60 s, ±20 % jitter. */
   readonly retryBackoff?: Partial<BackoffPolicy>;
-  /** Requeue delay when another worker holds the lease, ms. Default 1000. */
+  /** Requeue delay when another worker holds the lease, ms. Default 1000. At least 10. */
   readonly busyRequeueDelayMs?: number;
   /** Local claim retries while the store is unavailable before the message is requeued. Default 3. */
   readonly claimRetries?: number;
   /** Backoff of local claim retries. Default 100 ms doubling to 2 s, ±20 % jitter. */
   readonly claimBackoff?: Partial<BackoffPolicy>;
-  /** Requeue delay after the claim store stayed unavailable, ms. Default 5000. */
+  /** Requeue delay after the claim store stayed unavailable, ms. Default 5000. At least 10. */
   readonly unavailableRequeueDelayMs?: number;
   /** Time allowed for a commit with its retries, ms. Default 10 000. Not cut short by shutdown. */
   readonly commitDeadlineMs?: number;
@@ -70,6 +70,9 @@ export type ResolvedConsumerOptions = Required<Omit<ConsumerOptions, 'handlerTim
   readonly retryBackoff: BackoffPolicy;
   readonly claimBackoff: BackoffPolicy;
 };
+
+/** Smallest busy and unavailable requeue delay, ms. */
+export const MIN_REQUEUE_DELAY_MS = 10;
 
 export const DEFAULT_RETRY_BACKOFF: Readonly<BackoffPolicy> = { initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0.2 };
 export const DEFAULT_CLAIM_BACKOFF: Readonly<BackoffPolicy> = { initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
@@ -121,8 +124,9 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   checkInt('concurrency', resolved.concurrency, 1, 10_000);
   checkInt('maxAttempts', resolved.maxAttempts, 1, 1000);
   checkInt('claimRetries', resolved.claimRetries, 0, 100);
-  checkInt('busyRequeueDelayMs', resolved.busyRequeueDelayMs, 0, MAX_LEASE_TTL_MS);
-  checkInt('unavailableRequeueDelayMs', resolved.unavailableRequeueDelayMs, 0, MAX_LEASE_TTL_MS);
+  // At least 10 ms: a requeue with no delay turns a held lease or an outage into a hot loop.
+  checkInt('busyRequeueDelayMs', resolved.busyRequeueDelayMs, MIN_REQUEUE_DELAY_MS, MAX_LEASE_TTL_MS);
+  checkInt('unavailableRequeueDelayMs', resolved.unavailableRequeueDelayMs, MIN_REQUEUE_DELAY_MS, MAX_LEASE_TTL_MS);
   checkInt('commitDeadlineMs', resolved.commitDeadlineMs, 1, 600_000);
   checkInt('releaseDeadlineMs', resolved.releaseDeadlineMs, 1, 600_000);
   checkInt('shutdownTimeoutMs', resolved.shutdownTimeoutMs, 0, 3_600_000);
@@ -131,6 +135,13 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   checkBackoff('claimBackoff', resolved.claimBackoff);
   if (typeof resolved.keepAlive !== 'boolean') throw new ConfigurationError('keepAlive must be a boolean');
   if (typeof resolved.failOpen !== 'boolean') throw new ConfigurationError('failOpen must be a boolean');
+  const logger = resolved.logger as Partial<Logger> | null;
+  if (!logger || typeof logger !== 'object' || (['debug', 'info', 'warn', 'error'] as const).some((m) => typeof logger[m] !== 'function')) {
+    throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');
+  }
+  if (!Array.isArray(resolved.observers) || resolved.observers.some((o) => !o || typeof o !== 'object')) {
+    throw new ConfigurationError('observers must be an array of ConsumerObserver objects');
+  }
   if (!resolved.keepAlive && resolved.handlerTimeoutMs === undefined) {
     resolved.logger.warn({ consumer: resolved.name }, 'keepAlive is off and no handlerTimeoutMs is set: a handler longer than leaseTtlMs lets a duplicate run concurrently');
   }
@@ -139,7 +150,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
 
 function checkInt(field: string, value: unknown, min: number, max: number): void {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
+    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`);
   }
 }
 

@@ -78,6 +78,6 @@ const validatedFrozen = new WeakSet<ClaimOptions>();
  */
 export function checkTtl(field: string, value: unknown, min: number, max: number): void {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer number of milliseconds in [${min}, ${max}], got ${String(value)}`);
+    throw new ConfigurationError(`${field} must be an integer number of milliseconds in [${min}, ${max}], got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`);
   }
 }

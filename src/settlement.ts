@@ -6,7 +6,7 @@
  * that was about to land must land, or the next delivery would repeat the effect.
  */
 import type { JsonValue, Receipt, ReleaseOptions } from './claimer';
-import { isRetriable, LeaseLostError, ResultTooLargeError } from './errors';
+import { ConfigurationError, isRetriable, LeaseLostError, ResultTooLargeError } from './errors';
 import type { Logger } from './logger';
 import type { BackoffPolicy } from './retry';
 import { retryWithin } from './retry';
@@ -38,7 +38,7 @@ export async function commitWithin(
     return { outcome: 'committed' };
   } catch (error) {
     if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
-    if (!(error instanceof ResultTooLargeError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
+    if (!(error instanceof ResultTooLargeError) && !(error instanceof ConfigurationError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
   }
   try {
     await retryWithin(
@@ -46,8 +46,8 @@ export async function commitWithin(
         try {
           await receipt.commit(value);
         } catch (error) {
-          if (error instanceof ResultTooLargeError) {
-            logger.error({ err: error, key: receipt.key }, 'handler result too large to store; committing the key without it');
+          if (error instanceof ResultTooLargeError || error instanceof ConfigurationError) {
+            logger.error({ err: error, key: receipt.key }, 'handler result cannot be stored (too large, or not JSON); committing the key without it');
             value = undefined;
             await receipt.commit(undefined);
             return;

@@ -33,7 +33,7 @@ export function validateDeployment(
   const fromEnv = env[REPLICAS_ENV];
   let replicas = deployment?.replicas;
   if (fromEnv !== undefined && fromEnv !== '') {
-    replicas = Number(fromEnv);
+    replicas = /^[0-9]+$/.test(fromEnv) ? Number(fromEnv) : Number.NaN;
     if (!Number.isInteger(replicas) || replicas < 1) {
       problems.push(`${REPLICAS_ENV}="${fromEnv}" is not a positive integer`);
     }

@@ -253,7 +253,7 @@ describe('S20: crash points (in-process broker)', () => {
     const sourceB = new MemorySource({ broker, queue: 'payments' });
     const outcomes: string[] = [];
     const b = new FnConsumer(
-      { ...fastOptions(claimer), source: sourceB, leaseTtlMs: 1000, doneTtlMs: 24 * 3600 * 1000, busyRequeueDelayMs: 5, observers: [{ onEvent: (e) => outcomes.push(e.type) }] },
+      { ...fastOptions(claimer), source: sourceB, leaseTtlMs: 1000, doneTtlMs: 24 * 3600 * 1000, busyRequeueDelayMs: 10, observers: [{ onEvent: (e) => outcomes.push(e.type) }] },
       async (m) => {
         effects.push(m.key);
         return ack();

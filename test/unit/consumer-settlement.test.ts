@@ -67,8 +67,8 @@ describe('settlement table', () => {
     await claimer.inner.claim('test:held', { leaseTtlMs: 1000, doneTtlMs: 60_000 });
     const d = recordingDelivery({ key: 'held' });
     const r = await consumer.dispatch(d);
-    expect(r).toMatchObject({ action: 'requeue', outcome: 'busy', reason: 'busy', delayMs: 7 });
-    expect(d.calls).toEqual([{ op: 'requeue', delayMs: 7, info: { cause: 'busy' } }]);
+    expect(r).toMatchObject({ action: 'requeue', outcome: 'busy', reason: 'busy', delayMs: 10 });
+    expect(d.calls).toEqual([{ op: 'requeue', delayMs: 10, info: { cause: 'busy' } }]);
     expect(types()).toEqual(['busy']);
     expect(runs).toBe(0);
   });
@@ -217,12 +217,12 @@ describe('settlement table', () => {
     expect(await consumer.dispatch(replay)).toMatchObject({ action: 'ack', outcome: 'committed' });
   });
 
-  test('handler returned reject(reason): release and dead-letter with that reason', async () => {
+  test('handler returned reject(reason): dead-letter with that reason, then release', async () => {
     const { consumer, types } = setup(async () => reject('unknown_account'));
     const d = recordingDelivery({ key: 'acct' });
     await consumer.dispatch(d);
     expect(d.calls).toEqual([{ op: 'reject', info: { reason: 'unknown_account', attempts: 1 } }]);
-    expect(types()).toEqual(['acquired', 'released', 'rejected']);
+    expect(types()).toEqual(['acquired', 'rejected', 'released']);
   });
 
   test('a handler result that is not a disposition is an error, never an implicit ack', async () => {
@@ -355,5 +355,67 @@ describe('batch claims (claimBatch + dispatch)', () => {
     expect(prepared).toMatchObject({ kind: 'claimed', result: { state: 'acquired' } });
     expect(await consumer.dispatch(garbled, prepared)).toMatchObject({ action: 'reject', reason: 'invalid_body' });
     expect((await claimer.claim('test:b-garbled', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).state).toBe('acquired');
+  });
+});
+
+describe('failure paths found by a new user', () => {
+  test('a dead-letter that the broker refuses keeps the attempt count: the redelivery is dead-lettered again without running the handler', async () => {
+    const claimer = new InMemoryClaimer();
+    let runs = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), maxAttempts: 2 }, async () => {
+      runs++;
+      throw new Error('still broken');
+    });
+    await consumer.dispatch(recordingDelivery({ key: 'dlq-down' })); // attempt 1: requeue
+    const refused = recordingDelivery({ key: 'dlq-down' }, { failWith: new Error('DLQ unroutable') });
+    expect(await consumer.dispatch(refused)).toMatchObject({ action: 'reject', reason: 'retry_exhausted' }); // attempt 2: the DLQ publish fails
+    const again = recordingDelivery({ key: 'dlq-down' });
+    expect(await consumer.dispatch(again)).toMatchObject({ action: 'reject', reason: 'retry_exhausted', handled: false });
+    expect(runs).toBe(2);
+    // this time the dead-letter landed: the count is reset for a replay
+    expect(await claimer.claim('test:dlq-down', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).toMatchObject({ state: 'acquired', attempt: 1 });
+  });
+
+  test('a result that is not JSON (a BigInt) is logged and the key is still committed, so no duplicate effect follows', async () => {
+    const claimer = new InMemoryClaimer();
+    let runs = 0;
+    const consumer = new FnConsumer(fastOptions(claimer), async () => {
+      runs++;
+      return ack({ big: 1n } as never);
+    });
+    expect(await consumer.dispatch(recordingDelivery({ key: 'bigint' }))).toMatchObject({ outcome: 'committed' });
+    expect(await consumer.dispatch(recordingDelivery({ key: 'bigint' }))).toMatchObject({ outcome: 'done_duplicate' });
+    expect(runs).toBe(1);
+  });
+
+  test('handlerTimeoutMs frees a handler that ignores its signal: release and requeue, the lease is no longer kept', async () => {
+    const claimer = new InMemoryClaimer();
+    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 300, handlerTimeoutMs: 50 }, () => new Promise(() => undefined));
+    const r = await consumer.dispatch(recordingDelivery({ key: 'stuck' }));
+    expect(r).toMatchObject({ action: 'requeue', reason: 'retry' });
+    expect((r.error as Error).name).toBe('TimeoutError');
+    expect((await claimer.claim('test:stuck', { leaseTtlMs: 300, doneTtlMs: 60_000 })).state).toBe('acquired');
+    expect(consumer.health().inFlight).toBe(0);
+  });
+
+  test('stop() finishes after the shutdown deadline even when a handler never resolves', async () => {
+    const { ManualSource } = await import('./helpers');
+    const source = new ManualSource();
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source, shutdownTimeoutMs: 50 }, () => new Promise(() => undefined));
+    await consumer.start();
+    const d = recordingDelivery({ key: 'never' });
+    const run = consumer.dispatch(d);
+    await new Promise((r) => setTimeout(r, 10));
+    await consumer.stop();
+    expect(await run).toMatchObject({ action: 'requeue', reason: 'shutdown' });
+    expect(source.closed).toBe(true);
+  });
+
+  test('options that are not what they claim fail at construction: a null logger, observers that are not an array, a zero busy delay', () => {
+    const claimer = new InMemoryClaimer();
+    expect(() => new FnConsumer({ ...fastOptions(claimer), logger: null as never }, async () => ack())).toThrow(/logger must be a pino-compatible logger/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), observers: 'x' as never }, async () => ack())).toThrow(/observers must be an array/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), busyRequeueDelayMs: 0 }, async () => ack())).toThrow(/busyRequeueDelayMs must be an integer in \[10,/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: '5000' as never }, async () => ack())).toThrow(/got "5000"/);
   });
 });

@@ -141,7 +141,7 @@ export function fastOptions(claimer: Claimer): Omit<ConsumerOptions, 'source'> {
     claimer,
     leaseTtlMs: 1000,
     doneTtlMs: 60_000,
-    busyRequeueDelayMs: 7,
+    busyRequeueDelayMs: 10,
     unavailableRequeueDelayMs: 11,
     claimBackoff: { initialDelayMs: 1, maxDelayMs: 2, jitter: 0 },
     retryBackoff: { initialDelayMs: 100, maxDelayMs: 1000, multiplier: 2, jitter: 0 },

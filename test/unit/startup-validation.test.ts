@@ -17,6 +17,7 @@ describe('startup validation (fail closed)', () => {
     expect(() => validateDeployment('in_memory', { replicas: 1 }, { TWOPHASE_REPLICAS: '4' })).toThrow(/across 4 replicas/);
     expect(() => validateDeployment('in_memory', { replicas: 4 }, { TWOPHASE_REPLICAS: '1' })).not.toThrow();
     expect(() => validateDeployment('distributed', undefined, { TWOPHASE_REPLICAS: 'many' })).toThrow(/TWOPHASE_REPLICAS="many" is not a positive integer/);
+    for (const loose of ['0x3', '2 ', '1e0', '1.0']) expect(() => validateDeployment('distributed', undefined, { TWOPHASE_REPLICAS: loose })).toThrow(/is not a positive integer/);
   });
 
   test('an unknown kind fails', () => {

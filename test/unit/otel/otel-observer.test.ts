@@ -338,8 +338,9 @@ describe('S25(c) outcomes on the span', () => {
     const span = onlySpan(otel.exporter, `process ${QUEUE}`);
     expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'dead-lettered (permanent_error): card number malformed' });
     expect(span.attributes).toMatchObject({ 'twophase.outcome': 'rejected', 'twophase.reason': 'permanent_error', 'error.type': 'PermanentError', 'twophase.settle.action': 'reject' });
-    expect(span.events.map((e) => e.name)).toEqual(['twophase.acquired', 'twophase.released', 'twophase.rejected']);
-    expect(span.events[2]!.attributes).toMatchObject({ 'twophase.reason': 'permanent_error', 'error.type': 'PermanentError' });
+    // dead-letter first, then release (the attempt count is reset only once the DLQ copy exists)
+    expect(span.events.map((e) => e.name)).toEqual(['twophase.acquired', 'twophase.rejected', 'twophase.released']);
+    expect(span.events[1]!.attributes).toMatchObject({ 'twophase.reason': 'permanent_error', 'error.type': 'PermanentError' });
     const settle = onlySpan(otel.exporter, `reject ${QUEUE}`);
     expect(settle.kind).toBe(SpanKind.CLIENT);
     expect(settle.attributes).toMatchObject({ 'messaging.operation.type': 'settle', 'messaging.operation.name': 'reject', 'twophase.reason': 'permanent_error' });
