@@ -114,10 +114,51 @@ export function copyProperties(properties: Partial<MessageProperties>, headers: 
   return out;
 }
 
+/**
+ * Largest size, in bytes (estimated as encoded), of the headers twophase republishes. amqplib
+ * encodes a publish's properties into a 64 KiB buffer and throws a RangeError past it — after it
+ * registered the publisher-confirm callback, which would shift every later confirm on the channel.
+ * A message whose headers would not fit keeps its twophase headers and `idempotency-key`, and
+ * loses its largest other headers (named in `twophase-headers-dropped`).
+ */
+export const HEADER_BUDGET_BYTES = 48 * 1024;
+
+/** Estimated AMQP field-table size of one header value, bytes. */
+function valueSize(value: unknown): number {
+  if (value === null || value === undefined) return 1;
+  if (typeof value === 'string') return 5 + Buffer.byteLength(value);
+  if (Buffer.isBuffer(value)) return 5 + value.length;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return 9;
+  if (value instanceof Date) return 9;
+  if (Array.isArray(value)) return 5 + value.reduce((n: number, v) => n + valueSize(v), 0);
+  if (typeof value === 'object') return 5 + Object.entries(value as object).reduce((n, [k, v]) => n + 1 + Buffer.byteLength(k) + valueSize(v), 0);
+  return 5 + Buffer.byteLength(String(value));
+}
+
+/** Estimated encoded size of a header table, bytes. */
+export function headersSize(headers: Readonly<Headers>): number {
+  let n = 4;
+  for (const [k, v] of Object.entries(headers)) n += 1 + Buffer.byteLength(k) + valueSize(v);
+  return n;
+}
+
 function baseHeaders(message: DeliveredMessage): Headers {
   const headers: Headers = { ...(message.properties.headers ?? {}) };
   delete headers[HEADERS.publishId];
   delete headers[DELIVERY_COUNT_HEADER];
+  if (headersSize(headers) > HEADER_BUDGET_BYTES - 4096) {
+    // Leave room for the headers twophase adds; drop the largest foreign headers first.
+    const droppable = Object.keys(headers)
+      .filter((k) => !k.startsWith('twophase-') && k !== 'idempotency-key')
+      .sort((a, b) => valueSize(headers[b]) - valueSize(headers[a]));
+    const dropped: string[] = [];
+    for (const name of droppable) {
+      if (headersSize(headers) <= HEADER_BUDGET_BYTES - 4096 - 1024) break;
+      delete headers[name];
+      dropped.push(name);
+    }
+    headers['twophase-headers-dropped'] = dropped.join(',').slice(0, 1000);
+  }
   return headers;
 }
 

@@ -1,0 +1,46 @@
+/**
+ * A message whose headers are too large to republish with twophase's own headers added: its
+ * largest foreign headers are dropped (and named), it still reaches the DLQ with its reason, and
+ * the channel keeps working for the messages after it.
+ */
+import { ack, PermanentError } from '../../../src';
+import { HEADERS } from '../../../adapters/rabbitmq';
+import { describeWithServices } from '../../support/services';
+import { EffectLog, Harness } from './support/harness';
+import { waitFor } from './support/wait';
+
+describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
+  let h: Harness;
+  beforeEach(() => {
+    h = new Harness();
+  });
+  afterEach(async () => {
+    await h.cleanup();
+  });
+
+  test('a 64 KiB header table is dead-lettered with its reason, the big header dropped and named; later messages still flow', async () => {
+    const queue = h.queue('bighdr');
+    const effects = new EffectLog();
+    const source = h.source({ queue });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
+      if (m.body.poison) throw new PermanentError('poison');
+      effects.apply(m.key);
+      return ack();
+    });
+    await consumer.start();
+    // No key and ~64 KB of headers: missing_key, dead-lettered by republishing with reason headers.
+    await h.admin.publish('', queue, { x: 1 }, { headers: { blob: 'b'.repeat(64_500) } });
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'oversized message in DLQ');
+    const [dead] = await h.admin.drain(`${queue}.dlq`);
+    expect(dead!.properties.headers?.[HEADERS.reason]).toBe('missing_key');
+    expect(dead!.properties.headers?.['twophase-headers-dropped']).toBe('blob');
+    // The channel's publisher confirms are still aligned: a normal dead-letter and a normal message work.
+    await h.admin.publish('', queue, { poison: true }, { messageId: 'p-1' });
+    await h.admin.publish('', queue, { ok: true }, { messageId: 'ok-1' });
+    await waitFor(() => effects.count('test:ok-1') === 1, 'normal message processed');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'poison in DLQ');
+    const [poison] = await h.admin.drain(`${queue}.dlq`);
+    expect(poison!.properties.headers?.[HEADERS.reason]).toBe('permanent_error');
+    expect(source.stats().generation).toBe(1);
+  });
+});
