@@ -289,8 +289,9 @@ async function main(): Promise<number> {
     if (quietChecks >= 3) break;
     if (!options.quiet && Date.now() - lastProgress >= 1000) {
       lastProgress = Date.now();
-      const pct = ((100 * stats.finals) / stats.published).toFixed(1);
-      process.stdout.write(`  settled ${stats.finals}/${stats.published} (${pct} %), delivered ${stats.delivered}, crashes ${ledger.crashedWorkers.size}\n`);
+      const settled = Math.min(stats.finals, stats.published);
+      const pct = ((100 * settled) / stats.published).toFixed(1);
+      process.stdout.write(`  settled ${settled}/${stats.published} (${pct} %), delivered ${stats.delivered}, crashes ${ledger.crashedWorkers.size}\n`);
     }
     await sleep(idle ? 300 : 50);
   }

@@ -55,7 +55,7 @@ export function printReport(input: ReportInput): number {
     ['duplicates skipped (done, handler not run)', stats.duplicatesSkipped],
     ['busy requeues (lease held elsewhere)', stats.busyRequeues],
     ['retries after a handler failure', stats.retries],
-    ['dead-lettered', `${stats.deadLettered} (${[...reasons].map(([r, n]) => `${r}: ${n}`).join(', ')})`],
+    ['dead-letter queue at the end', `${input.deadLetters.length} (${[...reasons].map(([r, n]) => `${r}: ${n}`).join(', ')})`],
     ['crashes: before the effect', stats.crashes.before_effect],
     ['crashes: after the effect, before the commit', stats.crashes.after_effect_before_commit],
     ['crashes: after the commit, before the ack', stats.crashes.after_commit_before_ack],
