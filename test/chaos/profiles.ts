@@ -1,0 +1,85 @@
+/**
+ * Run profiles. Each stack runs two scenarios:
+ *
+ * - `strict`: faults limited to published duplicates, lost acks (kills right after the commit),
+ *   closed connections, group rebalances and kills before the effect. No effect may repeat at all.
+ * - `full`: every fault the stack supports, including kills between the effect and the commit,
+ *   claim-store outages and pauses, and handlers overrunning their lease. Effects may repeat only
+ *   through the documented windows.
+ *
+ * `ci` fits all three stacks in about 8 minutes on a 2-core machine; `long` publishes at least
+ * 100,000 messages per stack (see docs/chaos.md).
+ */
+import type { HandlerProfile } from './chaos-consumer';
+import type { FaultKind } from './schedule';
+
+export type StackName = 'memory' | 'rabbitmq-redis' | 'kafka-redis';
+export const STACKS: readonly StackName[] = ['memory', 'rabbitmq-redis', 'kafka-redis'];
+export type ProfileName = 'ci' | 'long';
+
+export interface ScenarioProfile {
+  readonly name: 'strict' | 'full';
+  /** Unique keys published. */
+  readonly messages: number;
+  /** Share of keys published a second time. */
+  readonly duplicateShare: number;
+  /** Share of keys that are poison (dead-lettered on purpose, never applied). */
+  readonly poisonShare: number;
+  /** Publishing is spread over this long, ms. */
+  readonly publishMs: number;
+  /** Consumer processes (or in-process consumers for the memory stack) at the start. */
+  readonly workers: number;
+  readonly concurrency: number;
+  readonly leaseTtlMs: number;
+  readonly handler: HandlerProfile;
+  readonly faultsPerMinute: Partial<Record<FaultKind, number>>;
+  /** Range of redis_stop / redis_pause durations, ms. */
+  readonly outageMs: readonly [number, number];
+  /** A killed worker is replaced after this long, ms. */
+  readonly restartDelayMs: number;
+  /** The run fails if it has not drained this long after publishing ended, ms. */
+  readonly drainTimeoutMs: number;
+}
+
+const HANDLER: HandlerProfile = { slowShare: 0.1, longShare: 0.005, retryableShare: 0.03 };
+
+function scenarios(stack: StackName, messages: number, publishMs: number, drainTimeoutMs: number): ScenarioProfile[] {
+  const base = {
+    messages,
+    duplicateShare: 0.1,
+    poisonShare: 0.003,
+    publishMs,
+    workers: 3,
+    concurrency: 16,
+    leaseTtlMs: 2000,
+    handler: HANDLER,
+    outageMs: [1500, 4500] as const,
+    restartDelayMs: 1000,
+    drainTimeoutMs,
+  };
+  const strict: Partial<Record<FaultKind, number>> = { kill_before_effect: 3, kill_after_commit: 3 };
+  const full: Partial<Record<FaultKind, number>> = { kill: 2, kill_before_effect: 2, kill_after_effect: 3, kill_after_commit: 2, overrun: 3 };
+  if (stack === 'rabbitmq-redis') {
+    strict.close_connections = 3;
+    Object.assign(full, { close_connections: 2, redis_stop: 1.5, redis_pause: 1.5 });
+  }
+  if (stack === 'kafka-redis') {
+    Object.assign(strict, { group_leave: 1.5, group_join: 1.5 });
+    Object.assign(full, { group_leave: 1, group_join: 1, redis_stop: 1.5, redis_pause: 1.5 });
+  }
+  return [
+    { ...base, name: 'strict', faultsPerMinute: strict },
+    { ...base, name: 'full', faultsPerMinute: full },
+  ];
+}
+
+/** Messages and publishing time per stack and profile. */
+export function profile(name: ProfileName, stack: StackName): ScenarioProfile[] {
+  if (name === 'ci') {
+    // About 50 s of publishing per stack and scenario; ~8 minutes for all three stacks.
+    if (stack === 'memory') return scenarios(stack, 4000, 25_000, 60_000);
+    return scenarios(stack, 3000, 40_000, 90_000);
+  }
+  // long: at least 100,000 messages per stack (two scenarios of 50,000 each).
+  return scenarios(stack, 50_000, stack === 'memory' ? 150_000 : 300_000, 300_000);
+}

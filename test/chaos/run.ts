@@ -1,0 +1,144 @@
+/**
+ * The fault-injection harness (docs/chaos.md):
+ *
+ *   npx ts-node --transpile-only test/chaos/run.ts --profile ci|long --stack memory|rabbitmq-redis|kafka-redis|all [--seed N]
+ *
+ * For each stack and scenario: consumer processes, a producer with unique keys and injected
+ * duplicates, an effect ledger in PostgreSQL, and a seeded fault schedule; then the verdict
+ * (test/chaos/verdict.ts) and a table per stack. Exits 1 on any lost message, unexplained
+ * duplicate, bad dead letter or a run that did not drain; 2 when the harness itself failed.
+ */
+import { randomBytes } from 'node:crypto';
+import { Command, Option } from 'commander';
+import { Pool } from 'pg';
+import { pgConfig, prepareLedger, readFaultCounts, readLedger } from './ledger';
+import { profile, type ProfileName, type ScenarioProfile, type StackName, STACKS } from './profiles';
+import { type FaultKind, STRICT_FAULTS } from './schedule';
+import type { StackResult } from './stacks/stack';
+import { judge, type Verdict } from './verdict';
+
+interface Options {
+  profile: ProfileName;
+  stack: StackName | 'all';
+  seed: number;
+  scale: number;
+}
+
+interface Row {
+  readonly stack: StackName;
+  readonly scenario: ScenarioProfile['name'];
+  readonly runId: string;
+  readonly result: StackResult;
+  readonly verdict: Verdict;
+  /** Faults that fired, by kind (from the fault log). */
+  readonly fired: Readonly<Record<string, number>>;
+}
+
+async function runStack(stack: StackName, scenario: ScenarioProfile, runId: string, seed: number): Promise<StackResult> {
+  switch (stack) {
+    case 'memory':
+      return (await import('./stacks/memory')).runMemoryStack(runId, seed, scenario);
+    case 'rabbitmq-redis':
+      return (await import('./stacks/rabbitmq')).runRabbitMqStack(runId, seed, scenario);
+    case 'kafka-redis':
+      return (await import('./stacks/kafka')).runKafkaStack(runId, seed, scenario);
+  }
+}
+
+function faultText(faults: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(faults)
+    .filter(([, n]) => (n ?? 0) > 0)
+    .map(([k, n]) => `${k} ${n}`);
+  return parts.length > 0 ? parts.join(', ') : 'none';
+}
+
+function printTable(stack: StackName, rows: readonly Row[]): void {
+  const header = ['scenario', 'messages', 'dups injected', 'lost', 'dup effects', 'explained (killed/lease/commit_failed)', 'unexplained', 'dead-lettered', 'time'];
+  const lines = rows.map((r) => [
+    r.scenario,
+    String(r.result.published),
+    String(r.result.duplicatesInjected),
+    String(r.verdict.lost.length),
+    String(r.verdict.duplicates.length),
+    `${r.verdict.explained.killed_before_commit}/${r.verdict.explained.lease_lost}/${r.verdict.explained.commit_failed}`,
+    String(r.verdict.unexplained.length),
+    String(r.verdict.deadLettered),
+    `${(r.result.elapsedMs / 1000).toFixed(0)} s`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const fmt = (cells: readonly string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  process.stdout.write(`\n${stack}\n${fmt(header)}\n|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|\n${lines.map(fmt).join('\n')}\n`);
+  for (const r of rows) {
+    const reasons: Record<string, number> = {};
+    for (const d of r.result.deadLetters) reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
+    process.stdout.write(`  ${r.scenario} faults: ${faultText(r.fired)}; dead letters: ${faultText(reasons)}; run ${r.runId}${r.result.drained ? '' : '; DID NOT DRAIN'}\n`);
+    for (const u of r.verdict.unexplained.slice(0, 10)) process.stdout.write(`  UNEXPLAINED duplicate ${u.key} (fence ${u.fence}, worker ${u.worker}): ${u.cause}\n`);
+    if (r.verdict.lost.length > 0) process.stdout.write(`  LOST ${r.verdict.lost.length}: ${r.verdict.lost.slice(0, 10).join(', ')}${r.verdict.lost.length > 10 ? ', …' : ''}\n`);
+    for (const b of r.verdict.badDeadLetters.slice(0, 10)) process.stdout.write(`  BAD DEAD LETTER ${b}\n`);
+  }
+}
+
+async function main(): Promise<number> {
+  const options = new Command()
+    .name('chaos')
+    .description('Fault injection with a PostgreSQL effect ledger: no message lost, no unexplained duplicate.')
+    .addOption(new Option('--profile <profile>', 'ci (≈8 min for all stacks) or long (≥100,000 messages per stack)').choices(['ci', 'long']).default('ci'))
+    .addOption(new Option('--stack <stack>', 'which stack').choices([...STACKS, 'all']).default('all'))
+    .option('--seed <n>', 'seed of the message plans and fault schedules', (v) => Number(v), Number(process.env.CHAOS_SEED ?? 20240601))
+    .option('--scale <x>', 'multiply messages and publishing time (quick local runs)', (v) => Number(v), 1)
+    .parse(process.argv)
+    .opts<Options>();
+  const pool = new Pool(pgConfig(4));
+  await prepareLedger(pool);
+  const stacks = options.stack === 'all' ? STACKS : [options.stack];
+  const rows: Row[] = [];
+  const started = Date.now();
+  process.stdout.write(`chaos: profile ${options.profile}, seed ${options.seed}, stacks ${stacks.join(', ')}\n`);
+  for (const stack of stacks) {
+    const stackRows: Row[] = [];
+    for (const base of profile(options.profile, stack)) {
+      const scenario: ScenarioProfile = { ...base, messages: Math.max(10, Math.round(base.messages * options.scale)), publishMs: Math.round(base.publishMs * options.scale) };
+      const runId = `${stack.split('-')[0]}-${scenario.name}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+      const seed = options.seed + stackRows.length * 1000 + STACKS.indexOf(stack) * 100_000;
+      await pool.query('INSERT INTO chaos_runs (run_id, stack, scenario, profile, seed) VALUES ($1, $2, $3, $4, $5)', [runId, stack, scenario.name, options.profile, seed]);
+      process.stdout.write(`\n== ${stack} / ${scenario.name}: ${scenario.messages} keys, ${scenario.workers} workers × ${scenario.concurrency}, run ${runId}, seed ${seed}\n`);
+      const result = await runStack(stack, scenario, runId, seed);
+      const ledger = await readLedger(pool, runId);
+      const deadLettered = new Map<string, string[]>();
+      for (const d of result.deadLetters) deadLettered.set(d.key, [...(deadLettered.get(d.key) ?? []), d.reason]);
+      const fired = await readFaultCounts(pool, runId);
+      const injected = Object.keys(fired) as FaultKind[];
+      const verdict = judge({
+        published: result.uniqueKeys,
+        ...ledger,
+        killedWorkers: new Set(result.killedWorkers),
+        deadLettered,
+        poison: new Set(result.poison),
+        allowedDeadLetterReasons: new Set(['permanent_error', 'retry_exhausted']),
+        storeFaults: injected.some((k) => k === 'redis_stop' || k === 'redis_pause'),
+        strict: scenario.name === 'strict' && injected.every((k) => STRICT_FAULTS.has(k)),
+      });
+      const ok = verdict.ok && result.drained;
+      await pool.query('UPDATE chaos_runs SET verdict = $2 WHERE run_id = $1', [
+        runId,
+        JSON.stringify({ ok, drained: result.drained, lost: verdict.lost.length, duplicates: verdict.duplicates.length, explained: verdict.explained, unexplained: verdict.unexplained.slice(0, 100), faults: fired, elapsedMs: result.elapsedMs }),
+      ]);
+      process.stdout.write(`   ${ok ? 'OK' : 'FAILED'}: ${verdict.effects} effects for ${verdict.published} keys, ${verdict.duplicates.length} duplicated (${verdict.unexplained.length} unexplained), ${verdict.lost.length} lost, ${verdict.deadLettered} dead-lettered, ${(result.elapsedMs / 1000).toFixed(0)} s\n`);
+      stackRows.push({ stack, scenario: scenario.name, runId, result, verdict, fired });
+    }
+    printTable(stack, stackRows);
+    rows.push(...stackRows);
+  }
+  await pool.end();
+  const failed = rows.filter((r) => !r.verdict.ok || !r.result.drained);
+  process.stdout.write(`\nchaos: ${rows.length - failed.length}/${rows.length} runs passed in ${((Date.now() - started) / 1000).toFixed(0)} s${failed.length > 0 ? `; FAILED: ${failed.map((r) => `${r.stack}/${r.scenario}`).join(', ')}` : ''}\n`);
+  return failed.length > 0 ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`chaos harness failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,204 @@
+/**
+ * Worker processes of a broker stack: spawn, replace after a kill, arm faults, SIGKILL, graceful
+ * stop, and the fault executor shared by the RabbitMQ and Kafka stacks (the private
+ * redis-server's faults included).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import type { Pool } from 'pg';
+import { RedisServerProcess, redisCli } from '../../integration/redis/support/redis-process';
+import type { ArmedFault } from '../chaos-consumer';
+import { logFault } from '../ledger';
+import type { FromWorker, ToWorker, WorkerConfig } from '../protocol';
+import type { ScheduledFault } from '../schedule';
+import { forkTs, logFaultLine } from './stack';
+
+interface LiveWorker {
+  readonly id: string;
+  readonly child: ChildProcess;
+  ready: boolean;
+  inFlight: number;
+  consuming: boolean;
+  stopping: boolean;
+}
+
+const ARMED: ReadonlySet<string> = new Set(['kill_before_effect', 'kill_after_effect', 'kill_after_commit', 'overrun']);
+
+export class WorkerPool {
+  private readonly workers = new Map<string, LiveWorker>();
+  readonly killed: string[] = [];
+  private next = 0;
+  private closing = false;
+  /** Desired number of workers (group_join raises it, group_leave keeps it: a replacement joins). */
+  target: number;
+
+  constructor(
+    private readonly base: Omit<WorkerConfig, 'workerId'>,
+    initial: number,
+    private readonly restartDelayMs: number,
+    private readonly prefix: string,
+  ) {
+    this.target = initial;
+  }
+
+  get live(): LiveWorker[] {
+    return [...this.workers.values()].filter((w) => !w.stopping);
+  }
+
+  /** Starts workers up to the target and waits until each reports ready (or gives up). */
+  async fill(): Promise<void> {
+    const starting: Promise<void>[] = [];
+    while (this.live.length < this.target) starting.push(this.spawn());
+    await Promise.all(starting);
+  }
+
+  private spawn(): Promise<void> {
+    const id = `${this.prefix}${++this.next}`;
+    const config: WorkerConfig = { ...this.base, workerId: id };
+    const child = forkTs(join(__dirname, '..', 'worker.ts'), [JSON.stringify(config)], this.base.runId, id);
+    const worker: LiveWorker = { id, child, ready: false, inFlight: 0, consuming: false, stopping: false };
+    this.workers.set(id, worker);
+    const ready = new Promise<void>((resolve) => {
+      child.on('message', (m: FromWorker) => {
+        if (m.t === 'ready') {
+          worker.ready = true;
+          resolve();
+        } else if (m.t === 'stats') {
+          worker.inFlight = m.inFlight;
+          worker.consuming = m.consuming;
+        }
+      });
+      child.on('exit', (code, signal) => {
+        resolve();
+        this.workers.delete(id);
+        if (signal === 'SIGKILL') this.killed.push(id);
+        if (!this.closing && !worker.stopping) {
+          if (signal !== 'SIGKILL') process.stdout.write(`  worker ${id} exited (${code ?? signal}); replacing it\n`);
+          setTimeout(() => void this.fill(), this.restartDelayMs);
+        }
+      });
+    });
+    return ready;
+  }
+
+  /** True when every live worker is ready and idle. */
+  idle(): boolean {
+    const live = this.live;
+    return live.length > 0 && live.every((w) => w.ready && w.inFlight === 0);
+  }
+
+  send(worker: LiveWorker, message: ToWorker): void {
+    if (worker.child.connected) worker.child.send(message);
+  }
+
+  /** Picks a live, ready worker by `pick` in [0, 1); busy ones first when `preferBusy`. */
+  choose(pick: number, preferBusy = false): LiveWorker | undefined {
+    let candidates = this.live.filter((w) => w.ready);
+    if (preferBusy && candidates.some((w) => w.inFlight > 0)) candidates = candidates.filter((w) => w.inFlight > 0);
+    return candidates.length > 0 ? candidates[Math.floor(pick * candidates.length)] : undefined;
+  }
+
+  /** Graceful stop of one worker (a consumer leaving the group). */
+  async leave(worker: LiveWorker): Promise<void> {
+    worker.stopping = true;
+    this.send(worker, { t: 'stop' });
+    await this.waitExit(worker, 15_000);
+  }
+
+  /** Stops every worker gracefully (SIGKILL after `timeoutMs`). */
+  async close(timeoutMs = 15_000): Promise<void> {
+    this.closing = true;
+    await Promise.all(
+      [...this.workers.values()].map(async (w) => {
+        w.stopping = true;
+        this.send(w, { t: 'stop' });
+        await this.waitExit(w, timeoutMs);
+      }),
+    );
+  }
+
+  private async waitExit(worker: LiveWorker, timeoutMs: number): Promise<void> {
+    if (worker.child.exitCode !== null || worker.child.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        worker.child.kill('SIGKILL');
+      }, timeoutMs);
+      worker.child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
+
+/** What the fault executor needs from a stack. */
+export interface FaultTargets {
+  readonly pool: WorkerPool;
+  readonly redis: RedisServerProcess;
+  readonly ledger: Pool;
+  readonly runId: string;
+  readonly startedAt: number;
+  /** The broker closes the connections of `workerId` (RabbitMQ). */
+  closeConnections?(workerId: string): Promise<string>;
+}
+
+/** Injects one scheduled fault and logs it (stdout and `chaos_faults`). */
+export async function injectFault(f: ScheduledFault, t: FaultTargets): Promise<void> {
+  const elapsed = () => Date.now() - t.startedAt;
+  const log = async (kind: string, target: string, detail?: string) => {
+    logFaultLine(elapsed(), kind, target, detail);
+    await logFault(t.ledger, t.runId, elapsed(), kind, target, detail);
+  };
+  if (ARMED.has(f.kind)) {
+    const w = t.pool.choose(f.pick, true);
+    if (!w) return;
+    t.pool.send(w, { t: 'arm', fault: f.kind as ArmedFault });
+    await log(`arm:${f.kind}`, w.id);
+    return;
+  }
+  switch (f.kind) {
+    case 'kill': {
+      const w = t.pool.choose(f.pick, true);
+      if (!w) return;
+      await log('kill', w.id, `SIGKILL with ${w.inFlight} in flight`);
+      w.child.kill('SIGKILL');
+      return;
+    }
+    case 'close_connections': {
+      const w = t.pool.choose(f.pick);
+      if (!w || !t.closeConnections) return;
+      const closed = await t.closeConnections(w.id);
+      await log('close_connections', w.id, closed);
+      return;
+    }
+    case 'redis_stop': {
+      await log('redis_stop', `redis-server :${t.redis.port}`, `down for ${f.durationMs} ms`);
+      await t.redis.stop();
+      await new Promise((resolve) => setTimeout(resolve, f.durationMs));
+      await t.redis.startAgain();
+      await log('redis_restart', `redis-server :${t.redis.port}`);
+      return;
+    }
+    case 'redis_pause': {
+      await log('redis_pause', `redis-server :${t.redis.port}`, `CLIENT PAUSE ${f.durationMs} ALL`);
+      await redisCli(t.redis.port, 'CLIENT', 'PAUSE', String(f.durationMs), 'ALL').catch(() => undefined);
+      return;
+    }
+    case 'group_leave': {
+      const w = t.pool.choose(f.pick);
+      if (!w || t.pool.live.length < 2) return;
+      await log('group_leave', w.id, 'graceful stop; a replacement joins');
+      await t.pool.leave(w);
+      await t.pool.fill();
+      return;
+    }
+    case 'group_join': {
+      t.pool.target++;
+      await log('group_join', 'group', `workers → ${t.pool.target}`);
+      await t.pool.fill();
+      return;
+    }
+    default:
+      return;
+  }
+}

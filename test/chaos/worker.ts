@@ -1,0 +1,125 @@
+/**
+ * A chaos worker process: one ChaosConsumer on a real broker (RabbitMQ or Kafka) with the Redis
+ * claimer on the run's private redis-server. Forked by the harness with its config as JSON in
+ * argv[2]; takes `arm` and `stop` messages, reports `ready` and periodic `stats`.
+ *
+ * Killed workers die by SIGKILL (the harness's, or their own at an armed point): nothing runs
+ * after that, exactly as in production.
+ */
+import Redis from 'ioredis';
+import { type Claimer, type Logger, type MessageSource, silentLogger } from '../../src';
+import { RedisClaimer } from '../../adapters/redis';
+import { ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
+import { LedgerWriter } from './ledger';
+import type { FromWorker, ToWorker, WorkerConfig } from './protocol';
+import { Rng } from './rng';
+
+const config = JSON.parse(process.argv[2]!) as WorkerConfig;
+
+/** JSON lines on stderr (the harness writes them to the worker's log file). */
+const logger: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', at: new Date().toISOString(), msg, ...describe(obj) })}\n`),
+  error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', at: new Date().toISOString(), msg, ...describe(obj) })}\n`),
+};
+
+function describe(obj: object): object {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(obj)) out[k] = v instanceof Error ? `${v.name}: ${v.message}` : v;
+  return out;
+}
+
+function send(message: FromWorker): void {
+  process.send?.(message);
+}
+
+async function makeSource(): Promise<MessageSource> {
+  if (config.stack === 'rabbitmq-redis') {
+    const { RabbitMqSource } = await import('../../adapters/rabbitmq');
+    const amqp = config.amqp!;
+    return new RabbitMqSource({
+      url: amqp.url,
+      queue: amqp.queue,
+      delayTiersMs: amqp.delayTiersMs,
+      reconnectDelayMs: 500,
+      heartbeatSeconds: 5,
+      publishTimeoutMs: 5000,
+      failedPublishRequeueDelayMs: 1000,
+      connectionName: `chaos-${config.runId}-${config.workerId}`,
+      logger,
+    });
+  }
+  const kafka = config.kafka!;
+  const { Kafka, logLevel } = await import('kafkajs');
+  const { KafkaSource } = await import('../../adapters/kafka');
+  const client = new Kafka({ clientId: `chaos-${config.workerId}`, brokers: [...kafka.brokers], logLevel: logLevel.NOTHING });
+  return new KafkaSource(
+    { kafka: client },
+    { topics: [kafka.topic], groupId: kafka.groupId, fromBeginning: true, logger, consumer: { sessionTimeout: kafka.sessionTimeoutMs, rebalanceTimeout: kafka.sessionTimeoutMs + 2000, heartbeatInterval: 500, maxWaitTimeInMs: 100 } },
+  );
+}
+
+async function main(): Promise<void> {
+  const ledger = new LedgerWriter(config.runId, config.workerId);
+  const redis = new Redis({ host: '127.0.0.1', port: config.redisPort, maxRetriesPerRequest: 1, retryStrategy: () => 200, lazyConnect: true });
+  redis.on('error', () => undefined);
+  const claimer: Claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix: config.redisPrefix, operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
+  const control: WorkerControl = {
+    id: config.workerId,
+    dead: false,
+    kill: async () => {
+      process.kill(process.pid, 'SIGKILL');
+      await new Promise(() => undefined); // SIGKILL is not catchable: nothing runs after it
+    },
+    overrun: async (_key, ms) => {
+      // A blocked event loop (a long GC pause, a CPU-bound handler): keep-alive cannot run.
+      const until = Date.now() + ms;
+      while (Date.now() < until) {
+        // spin
+      }
+    },
+  };
+  const source = ChaosConsumer.killableSource(await makeSource(), () => consumer);
+  const consumer = new ChaosConsumer(chaosConsumerOptions({ claimer, source, concurrency: config.concurrency, deployment: { replicas: 2 }, logger }, config.leaseTtlMs), {
+    control,
+    ledger,
+    rng: new Rng(config.seed).fork(config.workerId),
+    handler: config.handler,
+    leaseTtlMs: config.leaseTtlMs,
+    strict: config.strict,
+    runStartedAt: config.runStartedAt,
+  });
+
+  process.on('message', (message: ToWorker) => {
+    if (message.t === 'arm') consumer.arm(message.fault);
+    else if (message.t === 'stop') void stop();
+  });
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(stats);
+    await consumer.stop();
+    await (claimer as RedisClaimer).close();
+    redis.disconnect();
+    await ledger.close();
+    process.exit(0);
+  };
+  const stats = setInterval(() => {
+    const health = consumer.health();
+    send({ t: 'stats', workerId: config.workerId, inFlight: health.inFlight, handled: consumer.handled, consuming: health.ready });
+  }, 250);
+  try {
+    await consumer.start();
+  } catch (error) {
+    send({ t: 'start_failed', workerId: config.workerId, error: String(error) });
+    logger.error({ err: error }, 'start failed');
+    process.exit(3);
+  }
+  send({ t: 'ready', workerId: config.workerId });
+}
+
+process.on('unhandledRejection', (error) => logger.error({ err: error }, 'unhandled rejection'));
+process.on('disconnect', () => process.exit(0)); // the harness is gone
+void main();
