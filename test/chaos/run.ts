@@ -78,6 +78,24 @@ function printTable(stack: StackName, rows: readonly Row[]): void {
   }
 }
 
+/**
+ * Connects to the ledger database: PGDATABASE, else `test`, else `postgres` when `test` does not
+ * exist (the choice is exported to PGDATABASE so worker processes use the same one).
+ */
+async function openLedger(): Promise<Pool> {
+  const pool = new Pool(pgConfig(4));
+  try {
+    await pool.query('SELECT 1');
+    return pool;
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    if ((error as { code?: string }).code !== '3D000' || process.env.PGDATABASE) throw error;
+    process.env.PGDATABASE = 'postgres';
+    process.stdout.write('chaos: database "test" does not exist; using "postgres" for the ledger\n');
+    return new Pool(pgConfig(4));
+  }
+}
+
 async function main(): Promise<number> {
   const options = new Command()
     .name('chaos')
@@ -88,7 +106,7 @@ async function main(): Promise<number> {
     .option('--scale <x>', 'multiply messages and publishing time (quick local runs)', (v) => Number(v), 1)
     .parse(process.argv)
     .opts<Options>();
-  const pool = new Pool(pgConfig(4));
+  const pool = await openLedger();
   await prepareLedger(pool);
   const stacks = options.stack === 'all' ? STACKS : [options.stack];
   const rows: Row[] = [];

@@ -16,7 +16,7 @@ import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
 import { silentLogger, sleep } from '../../src';
 import { describeWithServices, SERVICES } from '../support/services';
-import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, type HeaderValue, type Transport } from './support/bad-input';
+import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, labelledReport, type HeaderValue, type Transport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER, trackingIdOf } from './support/adapter-fuzz';
 
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
@@ -126,7 +126,7 @@ describeWithServices(['kafka', 'redis'], 'fuzz: bad input through the Kafka adap
         }),
         (messages) => runBatch(messages),
       ),
-      { numRuns: 20, endOnFailure: true },
+      { numRuns: 20, endOnFailure: true, ...labelledReport<FuzzMessage[]>() },
     );
   }, 240_000);
 });

@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { InMemoryClaimer, silentLogger, sleep } from '../../src';
-import { type FuzzLimits, fuzzMessage, headersOf, IN_PROCESS } from './support/bad-input';
+import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, IN_PROCESS, labelledReport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER } from './support/adapter-fuzz';
 
 const NAMESPACE = 'fuzz:mem';
@@ -57,7 +57,7 @@ describe('fuzz: bad input through the in-process adapter', () => {
           broker.close();
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 60, ...labelledReport<FuzzMessage[]>() },
     );
   });
 });

@@ -18,7 +18,7 @@ import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
 import { silentLogger, sleep } from '../../src';
 import { describeWithServices, SERVICES } from '../support/services';
-import { type FuzzLimits, fuzzMessage, headersOf, type FuzzMessage, type HeaderValue, type Transport } from './support/bad-input';
+import { type FuzzLimits, fuzzMessage, headersOf, labelledReport, type FuzzMessage, type HeaderValue, type Transport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER, trackingIdOf } from './support/adapter-fuzz';
 
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
@@ -137,7 +137,7 @@ describeWithServices(['rabbitmq', 'redis'], 'fuzz: bad input through the RabbitM
         }),
         (messages) => runBatch(messages),
       ),
-      { numRuns: 25, endOnFailure: true },
+      { numRuns: 25, endOnFailure: true, ...labelledReport<FuzzMessage[]>() },
     );
   }, 240_000);
 

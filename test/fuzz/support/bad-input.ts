@@ -122,7 +122,8 @@ export function headerValue(limits: FuzzLimits): fc.Arbitrary<{ label: string; h
   if (limits.typedHeaders !== false) {
     options.push(
       fc.constant({ label: 'null header, no message id', header: null }),
-      fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })).map((n) => ({ label: 'number', header: n })),
+      // Within what every transport can encode (amqplib refuses integers beyond 64 bits).
+      fc.oneof(fc.integer(), fc.double({ min: -1e9, max: 1e9, noNaN: true })).map((n) => ({ label: 'number', header: n })),
       fc.boolean().map((b) => ({ label: 'boolean', header: b })),
     );
   }
@@ -173,4 +174,19 @@ export function headersOf(m: FuzzMessage, trackingHeader: string, trackingId: st
   const headers: Record<string, unknown> = { ...m.extraHeaders, [trackingHeader]: trackingId };
   if (m.header !== undefined) headers['idempotency-key'] = m.header;
   return headers;
+}
+
+/**
+ * fast-check parameters for adapter fuzz runs: on failure, report the seed, the path and each
+ * message's label instead of the counterexample itself (whose bodies can be megabytes).
+ */
+export function labelledReport<T extends readonly { label: string }[]>(): Pick<fc.Parameters<[T]>, 'asyncReporter'> {
+  return {
+    asyncReporter: async (details) => {
+      if (!details.failed) return;
+      const labels = details.counterexample?.[0]?.map((m) => m.label) ?? [];
+      const error = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
+      throw new Error(`fuzz run failed after ${details.numRuns} runs (seed ${details.seed}, path "${details.counterexamplePath}")\nmessages: ${JSON.stringify(labels)}\n${error}`);
+    },
+  };
 }
