@@ -42,3 +42,4 @@ export {
 export { truncateErrorMessage, errorType } from './settlement';
 export { ConsumerBase, type ConsumerHealth, type ConsumerState } from './consumer-base';
 export { runConsumers, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer } from './runner';
+export { Semaphore } from './semaphore';

@@ -39,6 +39,7 @@ import {
   type RejectInfo,
   sleep,
   type SourceStartOptions,
+  Semaphore,
 } from '../../src';
 import type { Kafka } from 'kafkajs';
 import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition, TopicPartitionOffset } from './client';
@@ -47,7 +48,6 @@ import { deadLetterRecord } from './headers';
 import { kafkajsClient } from './kafkajs-client';
 import { KAFKAJS_CONSUMER_DEFAULTS, type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
 import { offsetAbove, PartitionWorker, type WorkerHost } from './partition-worker';
-import { Semaphore } from './semaphore';
 
 /** What the source is given: a kafkajs `Kafka` (the caller creates and configures it) or any {@link KafkaClient}. */
 export type KafkaSourceDependencies = { readonly kafka: Kafka } | { readonly client: KafkaClient };

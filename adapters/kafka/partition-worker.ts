@@ -23,10 +23,10 @@ import {
   type RejectInfo,
   type RequeueCause,
   sleep,
+  type Semaphore,
 } from '../../src';
 import type { KafkaRecord } from './client';
 import { messageIdOf } from './headers';
-import type { Semaphore } from './semaphore';
 
 /** Why a worker stopped. `revoked`: a new group generation began (the partition may or may not stay ours). */
 export type StopReason = 'revoked' | 'stopping' | 'crashed';
