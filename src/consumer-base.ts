@@ -202,11 +202,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   /** {@inheritDoc DeliverySink.claimBatch} */
   async claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]> {
     const prepared: PreparedClaim[] = deliveries.map(() => ({ kind: 'skipped' }));
-    const requests: { index: number; key: string; options: { leaseTtlMs: number; doneTtlMs: number } }[] = [];
+    const requests: { index: number; key: string; options: ClaimOptions }[] = [];
     deliveries.forEach((delivery, index) => {
       try {
         const key = this.deriveKey(delivery);
-        requests.push({ index, key, options: { leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs } });
+        requests.push({ index, key, options: this.claimOptions });
       } catch {
         // left 'skipped': dispatch derives the key again and dead-letters with the reason
       }
