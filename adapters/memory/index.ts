@@ -5,3 +5,4 @@
 export { MemoryBroker, UnknownDeliveryError, type MemoryMessageInput, type StoredMessage, type MemoryDelivery, type DeadLetter, type MemoryBrokerStats } from './memory-broker';
 export { MemorySource, type MemorySourceOptions } from './memory-source';
 export { InMemoryClaimer, type InMemoryClaimerOptions } from '../../src';
+export { CrashableClaimer } from './crashable-claimer';

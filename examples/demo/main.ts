@@ -19,7 +19,7 @@ import {
   silentLogger,
   sleep,
 } from '../../src';
-import { CrashableClaimer } from './crashable-claimer';
+import { CrashableClaimer } from '../../adapters/memory';
 import { type CrashPoint, type Payment, PaymentConsumer } from './demo-consumer';
 import { EffectLedger } from './ledger';
 import { printReport, type RunStats } from './report';

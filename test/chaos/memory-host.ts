@@ -9,17 +9,10 @@
  * Started by the harness with a {@link MemoryHostConfig} as JSON in argv[2]; reports one
  * {@link MemoryHostResult} over IPC and exits.
  */
-import { MemoryBroker, MemorySource } from '../../adapters/memory';
+import { CrashableClaimer, MemoryBroker, MemorySource } from '../../adapters/memory';
 import {
-  type Claimer,
-  type ClaimManyEntry,
-  type ClaimOptions,
-  type ClaimRequest,
-  type ClaimResult,
-  ClaimerUnavailableError,
   InMemoryClaimer,
   type Logger,
-  type Receipt,
   sleep,
 } from '../../src';
 import { type ArmedFault, ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
@@ -58,59 +51,12 @@ const logger: Logger = {
   error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', msg, ...obj })}\n`),
 };
 
-/** A worker's view of the shared claimer: fails every call once the worker is dead; extends can be cut off per key. */
-class WorkerClaimer implements Claimer {
-  readonly kind = 'in_memory' as const;
-  dead = false;
-  readonly stalled = new Set<string>();
-
-  constructor(private readonly inner: InMemoryClaimer) {}
-
-  async claim(key: string, options: ClaimOptions): Promise<ClaimResult> {
-    this.check();
-    return this.wrap(await this.inner.claim(key, options));
-  }
-
-  async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
-    this.check();
-    return (await this.inner.claimMany(requests)).map((e) => (e.ok ? { ok: true as const, result: this.wrap(e.result) } : e));
-  }
-
-  private wrap(result: ClaimResult): ClaimResult {
-    if (result.state !== 'acquired') return result;
-    const inner = result.receipt;
-    const receipt: Receipt = {
-      key: inner.key,
-      acquired: true,
-      ownerToken: inner.ownerToken,
-      fencingToken: inner.fencingToken,
-      commit: async (value) => {
-        this.check();
-        return inner.commit(value);
-      },
-      release: async () => {
-        this.check();
-        return inner.release();
-      },
-      extend: async (ttl) => {
-        this.check();
-        if (this.stalled.has(inner.key)) throw new ClaimerUnavailableError('keep-alive cut off (chaos overrun)');
-        return inner.extend(ttl);
-      },
-    };
-    return { ...result, receipt };
-  }
-
-  private check(): void {
-    if (this.dead) throw new ClaimerUnavailableError('worker crashed (chaos)');
-  }
-}
 
 interface Worker {
   readonly id: string;
   readonly consumer: ChaosConsumer;
   readonly source: MemorySource;
-  readonly claimer: WorkerClaimer;
+  readonly claimer: CrashableClaimer;
   readonly control: WorkerControl & { dead: boolean };
 }
 
@@ -130,7 +76,7 @@ async function main(): Promise<void> {
 
   const startWorker = async (): Promise<void> => {
     const id = `m${++next}`;
-    const claimer = new WorkerClaimer(shared);
+    const claimer = new CrashableClaimer(shared);
     const source = new MemorySource({ broker, queue: QUEUE });
     const control: WorkerControl & { dead: boolean } = {
       id,
@@ -187,7 +133,7 @@ async function main(): Promise<void> {
   const crash = (w: Worker): void => {
     if (w.control.dead) return;
     w.control.dead = true;
-    w.claimer.dead = true;
+    w.claimer.crashed = true;
     killed.push(w.id);
     w.source.crash();
     workers.splice(workers.indexOf(w), 1);

@@ -15,15 +15,9 @@
  * scenario of any failure.
  */
 import fc from 'fast-check';
-import { MemoryBroker, MemorySource } from '../../adapters/memory';
+import { CrashableClaimer, MemoryBroker, MemorySource } from '../../adapters/memory';
 import {
   ack,
-  type Claimer,
-  type ClaimManyEntry,
-  type ClaimOptions,
-  type ClaimRequest,
-  type ClaimResult,
-  ClaimerUnavailableError,
   ConsumerBase,
   type ConsumerEvent,
   type Delivery,
@@ -33,7 +27,6 @@ import {
   type Message,
   type MessageSource,
   PermanentError,
-  type Receipt,
   ShutdownError,
   silentLogger,
   sleep,
@@ -118,58 +111,9 @@ class PipelineRun {
   }
 }
 
-/** A claimer view that dies with its worker, and whose extends can be cut off per key. */
-class WorkerClaimer implements Claimer {
-  readonly kind = 'in_memory' as const;
-  dead = false;
-  /** Keys whose keep-alive cannot reach the store (the overrun behaviour). */
-  readonly stalled = new Set<string>();
-
-  constructor(private readonly inner: InMemoryClaimer) {}
-
-  async claim(key: string, options: ClaimOptions): Promise<ClaimResult> {
-    this.check();
-    return this.wrap(await this.inner.claim(key, options));
-  }
-
-  async claimMany(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
-    this.check();
-    const entries = await this.inner.claimMany(requests);
-    return entries.map((e) => (e.ok ? { ok: true as const, result: this.wrap(e.result) } : e));
-  }
-
-  private wrap(result: ClaimResult): ClaimResult {
-    if (result.state !== 'acquired') return result;
-    const inner = result.receipt;
-    const receipt: Receipt = {
-      key: inner.key,
-      acquired: true,
-      ownerToken: inner.ownerToken,
-      fencingToken: inner.fencingToken,
-      commit: async (value) => {
-        this.check();
-        return inner.commit(value);
-      },
-      release: async () => {
-        this.check();
-        return inner.release();
-      },
-      extend: async (ttl) => {
-        this.check();
-        if (this.stalled.has(inner.key)) throw new ClaimerUnavailableError('store unreachable from this worker (test)');
-        return inner.extend(ttl);
-      },
-    };
-    return { ...result, receipt };
-  }
-
-  private check(): void {
-    if (this.dead) throw new ClaimerUnavailableError('worker crashed: its process is gone');
-  }
-}
 
 class Worker {
-  readonly claimer: WorkerClaimer;
+  readonly claimer: CrashableClaimer;
   readonly source: MemorySource;
   readonly consumer: ModelConsumer;
   crashed = false;
@@ -180,7 +124,7 @@ class Worker {
     readonly run: PipelineRun,
     readonly id: string,
   ) {
-    this.claimer = new WorkerClaimer(run.claimer);
+    this.claimer = new CrashableClaimer(run.claimer);
     this.source = new MemorySource({ broker: run.broker, queue: QUEUE });
     const onEvent = (e: ConsumerEvent) => {
       if (!e.key || this.crashed) return;
@@ -243,7 +187,7 @@ class Worker {
   crash(): void {
     if (this.crashed) return;
     this.crashed = true;
-    this.claimer.dead = true;
+    this.claimer.crashed = true;
     this.run.killed.add(this.id);
     this.source.crash();
     if (!this.run.stopping) void this.run.startWorker();

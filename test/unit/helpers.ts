@@ -121,13 +121,13 @@ export class FlakyClaimer implements Claimer {
         }
         return inner.commit(value);
       },
-      release: async () => {
+      release: async (options) => {
         this.releaseCalls++;
         if (this.failReleases > 0) {
           this.failReleases--;
           throw new ClaimerUnavailableError('injected release outage');
         }
-        return inner.release();
+        return inner.release(options);
       },
       extend: (ttl) => inner.extend(ttl),
     };

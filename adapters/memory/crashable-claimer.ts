@@ -1,6 +1,10 @@
 /**
- * Wraps the shared claimer for one demo worker. When the worker "crashes", every later store
- * call of that worker fails, as if its process were gone: no commit, no release, no extend.
+ * A claimer view for simulating a process crash in one process: wraps a shared claimer for one
+ * worker. Once `crashed` is set, every store call of that worker fails with
+ * ClaimerUnavailableError, as if its process were gone (no commit, no release, no extend).
+ * Extends of keys in `stalled` fail too, to simulate a worker that cannot keep its lease alive.
+ *
+ * For the demo, unit tests and fault-injection runs; never proof of a real store.
  */
 import {
   type Claimer,
@@ -13,7 +17,10 @@ import {
 } from '../../src';
 
 export class CrashableClaimer implements Claimer {
+  /** Set to make every later call of this worker fail. */
   crashed = false;
+  /** Keys whose extends fail (keep-alive cut off). */
+  readonly stalled = new Set<string>();
 
   constructor(private readonly inner: Claimer) {}
 
@@ -30,13 +37,15 @@ export class CrashableClaimer implements Claimer {
     this.check();
     const entries = this.inner.claimMany
       ? await this.inner.claimMany(requests)
-      : await Promise.all(requests.map(async (r) => {
-          try {
-            return { ok: true as const, result: await this.inner.claim(r.key, r.options) };
-          } catch (error) {
-            return { ok: false as const, error: error as Error };
-          }
-        }));
+      : await Promise.all(
+          requests.map(async (r): Promise<ClaimManyEntry> => {
+            try {
+              return { ok: true, result: await this.inner.claim(r.key, r.options) };
+            } catch (error) {
+              return { ok: false, error: error as Error };
+            }
+          }),
+        );
     return entries.map((e) => (e.ok ? { ok: true as const, result: this.wrap(e.result) } : e));
   }
 
@@ -52,12 +61,13 @@ export class CrashableClaimer implements Claimer {
         this.check();
         return inner.commit(value);
       },
-      release: async () => {
+      release: async (options) => {
         this.check();
-        return inner.release();
+        return inner.release(options);
       },
       extend: async (ttl) => {
         this.check();
+        if (this.stalled.has(inner.key)) throw new ClaimerUnavailableError('keep-alive cut off: the store is unreachable from this worker');
         return inner.extend(ttl);
       },
     };
@@ -65,6 +75,6 @@ export class CrashableClaimer implements Claimer {
   }
 
   private check(): void {
-    if (this.crashed) throw new ClaimerUnavailableError('demo worker crashed: its process is gone');
+    if (this.crashed) throw new ClaimerUnavailableError('worker crashed: its process is gone');
   }
 }
