@@ -33,7 +33,7 @@ import {
 import { backoffDelay, sleep } from './retry';
 import { Semaphore } from './semaphore';
 import { commitWithin, errorType, releaseWithin, truncateErrorMessage } from './settlement';
-import type { RejectInfo, RequeueInfo } from './settler';
+import type { AckInfo, RejectInfo, RequeueInfo, Settler } from './settler';
 import type { DeliverySink, PreparedClaim } from './source';
 import { validateDeployment } from './startup-validation';
 
@@ -57,8 +57,39 @@ type HandlerEnd =
 
 const RESET_ATTEMPTS = Object.freeze({ resetAttempts: true });
 
-/** A delivery result before its duration is known. */
-type PendingResult = Omit<DeliveryResult, 'durationMs'>;
+/** A delivery result before its duration is known (`durationMs` is set once the delivery ends). */
+type PendingResult = DeliveryResult;
+/** What a settle step is given to build the result from. */
+type ResultFields = Omit<DeliveryResult, 'action' | 'durationMs'>;
+
+const ACK_NEW: AckInfo = Object.freeze({ duplicate: false });
+const ACK_DUPLICATE: AckInfo = Object.freeze({ duplicate: true });
+
+/**
+ * The final result: every field present, always in the same order, so all results share one
+ * object shape (this is on the per-message path).
+ */
+function resultOf(action: DeliveryResult['action'], r: ResultFields, reason?: string, delayMs?: number, error?: unknown): PendingResult {
+  return {
+    action,
+    outcome: r.outcome,
+    key: r.key,
+    claimState: r.claimState,
+    attempt: r.attempt,
+    fencingToken: r.fencingToken,
+    reason: reason ?? r.reason,
+    delayMs: delayMs ?? r.delayMs,
+    error: error ?? r.error,
+    handled: r.handled,
+    durationMs: 0,
+  };
+}
+
+function callSettler(settler: Settler, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<void> {
+  if (action === 'ack') return settler.ack(info as AckInfo);
+  if (action === 'requeue') return settler.requeue(delayMs, info as RequeueInfo);
+  return settler.reject(info as RejectInfo);
+}
 
 /**
  * Base class of an effect-once consumer.
@@ -302,7 +333,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error; requeueing the delivery');
       result = await this.requeue(delivery, trace, { cause: 'retry' }, this.options.busyRequeueDelayMs, { outcome: 'claim_failed', handled: false, error });
     }
-    const final = result as DeliveryResult & { durationMs: number };
+    const final = result as { -readonly [K in keyof DeliveryResult]: DeliveryResult[K] };
     final.durationMs = performance.now() - started;
     trace.end(final);
     this.limiter.release();
@@ -442,8 +473,10 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       if (commit.outcome !== 'committed') {
         this.logger.error({ err: commit.error, key, fencingToken }, `effect applied but ${commit.outcome}: a redelivery after the lease ends may repeat it`);
       }
-      this.emit(trace, delivery, commit.outcome, key, { attempt, fencingToken, error: commit.outcome === 'committed' ? undefined : commit.error });
-      return this.ack(delivery, trace, false, { ...base, outcome: commit.outcome, handled: true, error: commit.outcome === 'committed' ? undefined : commit.error });
+      const failed = commit.outcome === 'committed' ? undefined : commit.error;
+      this.emit(trace, delivery, commit.outcome, key, { attempt, fencingToken, error: failed });
+      await this.settle(trace, delivery, key, attempt, fencingToken, 'ack', ACK_NEW);
+      return { action: 'ack', outcome: commit.outcome, key, claimState: 'acquired', attempt, fencingToken, reason: undefined, delayMs: undefined, error: failed, handled: true, durationMs: 0 };
     }
 
     const abortReason: unknown = flight.reason;
@@ -512,11 +545,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     receipt: AcquiredClaim['receipt'],
     base: { key: string; attempt: number; fencingToken: number },
     info: { reason: string; attempts: number; error?: unknown },
-    result: Omit<PendingResult, 'action'>,
+    result: ResultFields,
   ): Promise<PendingResult> {
     const settled = await this.rejectSettled(delivery, trace, info, result);
     await this.release(delivery, trace, receipt, base, settled);
-    return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
+    return resultOf('reject', result, info.reason, undefined, info.error);
   }
 
   /** Releases before a requeue (attempt count kept) or after a dead-letter (`deadLetter`: count reset). */
@@ -532,24 +565,24 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     if (released) this.emit(trace, delivery, 'released', base.key, base);
   }
 
-  private async ack(delivery: Delivery, trace: DeliveryTrace, duplicate: boolean, result: Omit<PendingResult, 'action'>): Promise<PendingResult> {
-    await this.settle(trace, delivery, result, () => delivery.settler.ack({ duplicate }));
-    return { ...result, action: 'ack' };
+  private async ack(delivery: Delivery, trace: DeliveryTrace, duplicate: boolean, result: ResultFields): Promise<PendingResult> {
+    await this.settle(trace, delivery, result.key, result.attempt, result.fencingToken, 'ack', duplicate ? ACK_DUPLICATE : ACK_NEW);
+    return resultOf('ack', result);
   }
 
-  private async requeue(delivery: Delivery, trace: DeliveryTrace, info: RequeueInfo, delayMs: number, result: Omit<PendingResult, 'action'>): Promise<PendingResult> {
-    await this.settle(trace, delivery, result, () => delivery.settler.requeue(delayMs, info));
-    return { ...result, action: 'requeue', reason: info.cause, delayMs };
+  private async requeue(delivery: Delivery, trace: DeliveryTrace, info: RequeueInfo, delayMs: number, result: ResultFields): Promise<PendingResult> {
+    await this.settle(trace, delivery, result.key, result.attempt, result.fencingToken, 'requeue', info, delayMs);
+    return resultOf('requeue', result, info.cause, delayMs);
   }
 
   private async reject(
     delivery: Delivery,
     trace: DeliveryTrace,
     info: { reason: string; attempts: number; error?: unknown },
-    result: Omit<PendingResult, 'action'>,
+    result: ResultFields,
   ): Promise<PendingResult> {
     await this.rejectSettled(delivery, trace, info, result);
-    return { ...result, action: 'reject', reason: info.reason, error: info.error ?? result.error };
+    return resultOf('reject', result, info.reason, undefined, info.error);
   }
 
   /** Dead-letters through the broker; true when the settle succeeded. */
@@ -557,7 +590,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     delivery: Delivery,
     trace: DeliveryTrace,
     info: { reason: string; attempts: number; error?: unknown },
-    result: Omit<PendingResult, 'action'>,
+    result: ResultFields,
   ): Promise<boolean> {
     const rejectInfo: RejectInfo = {
       reason: info.reason,
@@ -566,17 +599,31 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       errorType: errorType(info.error),
     };
     this.emit(trace, delivery, 'rejected', result.key, { attempt: result.attempt, fencingToken: result.fencingToken, reason: info.reason, error: info.error });
-    return this.settle(trace, delivery, result, () => delivery.settler.reject(rejectInfo));
+    return this.settle(trace, delivery, result.key, result.attempt, result.fencingToken, 'reject', rejectInfo);
   }
 
-  /** Calls the broker; a failure is reported as `ack_failed` and never retried elsewhere. */
-  private async settle(trace: DeliveryTrace, delivery: Delivery, result: Omit<PendingResult, 'action'>, fn: () => Promise<void>): Promise<boolean> {
+  /**
+   * Calls the broker (`info` is the settler call's argument); a failure is reported as
+   * `ack_failed` and never retried elsewhere. True when the settle succeeded.
+   */
+  private async settle(
+    trace: DeliveryTrace,
+    delivery: Delivery,
+    key: string | undefined,
+    attempt: number | undefined,
+    fencingToken: number | undefined,
+    action: 'ack' | 'requeue' | 'reject',
+    info: AckInfo | RequeueInfo | RejectInfo,
+    delayMs = 0,
+  ): Promise<boolean> {
+    const settler = delivery.settler;
     try {
-      await trace.step('settle', fn);
+      if (!trace.wrapsSteps) await callSettler(settler, action, info, delayMs);
+      else await trace.step('settle', () => callSettler(settler, action, info, delayMs));
       return true;
     } catch (error) {
-      this.logger.warn({ err: error, key: result.key }, 'broker settle failed; the broker will redeliver and the claim decides');
-      this.emit(trace, delivery, 'ack_failed', result.key, { attempt: result.attempt, fencingToken: result.fencingToken, error });
+      this.logger.warn({ err: error, key }, 'broker settle failed; the broker will redeliver and the claim decides');
+      this.emit(trace, delivery, 'ack_failed', key, { attempt, fencingToken, error });
       return false;
     }
   }

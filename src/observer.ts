@@ -146,7 +146,11 @@ export class DeliveryTrace {
     private readonly logger: Logger,
   ) {
     this.observed = observers.length > 0;
+    this.wrapsSteps = hooks.some((h) => h.step !== undefined);
   }
+
+  /** True when some observer wraps pipeline steps (callers may skip building the step closure otherwise). */
+  readonly wrapsSteps: boolean;
 
   emit(event: ConsumerEvent): void {
     for (const o of this.observers) if (o.onEvent) this.guard(() => o.onEvent!(event), 'onEvent');

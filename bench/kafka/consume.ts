@@ -67,6 +67,8 @@ interface RunResult {
   joinMs: number;
   /** ms from the first record to the last effect. */
   consumeMs: number;
+  /** This process's CPU time (user + system) per record over the same span, µs. */
+  cpuUsPerMsg: number;
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -101,10 +103,19 @@ class Effects {
   readonly seen = new Set<string>();
   first = 0;
   last = 0;
+  cpuStart: NodeJS.CpuUsage | undefined;
+  cpuUs = 0;
   apply(id: string): void {
-    if (this.first === 0) this.first = performance.now();
+    if (this.first === 0) {
+      this.first = performance.now();
+      this.cpuStart = process.cpuUsage();
+    }
     this.seen.add(id);
-    if (this.seen.size === args.messages) this.last = performance.now();
+    if (this.seen.size === args.messages) {
+      this.last = performance.now();
+      const d = process.cpuUsage(this.cpuStart);
+      this.cpuUs = d.user + d.system;
+    }
   }
 }
 
@@ -185,7 +196,12 @@ function unawaitedCommits(inner: Claimer): Claimer {
 
 function result(effects: Effects, started: number): RunResult {
   const consumeMs = effects.last - effects.first;
-  return { msgsPerSec: Math.round((args.messages / consumeMs) * 1000), joinMs: Math.round(effects.first - started), consumeMs: Math.round(consumeMs) };
+  return {
+    msgsPerSec: Math.round((args.messages / consumeMs) * 1000),
+    joinMs: Math.round(effects.first - started),
+    consumeMs: Math.round(consumeMs),
+    cpuUsPerMsg: Number((effects.cpuUs / args.messages).toFixed(2)),
+  };
 }
 
 async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
@@ -226,7 +242,7 @@ async function main(): Promise<void> {
           await deleteKeys(redis, `${prefix}:*`);
         } else throw new Error(`unknown variant ${variant}`);
         results[variant]!.push(r);
-        console.log(`run ${run + 1}/${args.runs} ${variant.padEnd(6)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms)`);
+        console.log(`run ${run + 1}/${args.runs} ${variant.padEnd(6)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms, Node CPU ${r.cpuUsPerMsg} µs/record)`);
       }
     }
   } finally {
