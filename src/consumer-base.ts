@@ -325,9 +325,10 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private async process(delivery: Delivery, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
     const started = performance.now();
     const trace = this.observation.start({ consumer: this.name, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata });
+    const permit = new Permit(this.limiter);
     let result: PendingResult;
     try {
-      result = await this.pipeline(delivery, preclaimed, trace);
+      result = await this.pipeline(delivery, preclaimed, trace, permit);
     } catch (error) {
       // A bug in the pipeline or a subclass hook: never lose the message.
       this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error; requeueing the delivery');
@@ -336,7 +337,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     const final = result as { -readonly [K in keyof DeliveryResult]: DeliveryResult[K] };
     final.durationMs = performance.now() - started;
     trace.end(final);
-    this.limiter.release();
+    permit.release();
     if (--this.inFlightCount === 0 && this.drainWaiters.length > 0) {
       const waiters = this.drainWaiters;
       this.drainWaiters = [];
@@ -345,7 +346,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     return final;
   }
 
-  private async pipeline(delivery: Delivery, preclaimed: PreparedClaim | undefined, trace: DeliveryTrace): Promise<PendingResult> {
+  private async pipeline(delivery: Delivery, preclaimed: PreparedClaim | undefined, trace: DeliveryTrace, permit: Permit): Promise<PendingResult> {
     if (this.state === 'stopping' || this.state === 'stopped') {
       await this.releasePreclaimed(preclaimed);
       return this.requeue(delivery, trace, { cause: 'shutdown' }, 0, { outcome: 'released', handled: false });
@@ -388,7 +389,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       this.emit(trace, delivery, 'busy', key);
       return this.requeue(delivery, trace, { cause: 'busy' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'busy', handled: false });
     }
-    return this.runAcquired(delivery, message, claim, trace);
+    return this.runAcquired(delivery, message, claim, trace, permit);
   }
 
   /** Gives back a lease taken ahead by claimBatch for a delivery that will not be handled. */
@@ -431,7 +432,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     return this.requeue(delivery, trace, { cause: 'claimer_unavailable' }, this.options.unavailableRequeueDelayMs, { key, outcome: 'claim_failed', handled: false, error });
   }
 
-  private async runAcquired(delivery: Delivery, message: Message<TBody>, claim: AcquiredClaim, trace: DeliveryTrace): Promise<PendingResult> {
+  private async runAcquired(delivery: Delivery, message: Message<TBody>, claim: AcquiredClaim, trace: DeliveryTrace, permit: Permit): Promise<PendingResult> {
     const { receipt } = claim;
     const key = message.key;
     const attempt = Math.max(claim.attempt, (delivery.metadata.priorAttempts ?? 0) + 1);
@@ -469,7 +470,13 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
 
     if (end.kind === 'disposition' && end.disposition.type === 'ack') {
-      const commit = await trace.step('commit', () => commitWithin(receipt, end.disposition.type === 'ack' ? end.disposition.result : undefined, this.options.commitDeadlineMs, this.logger));
+      const value = end.disposition.result;
+      const committing = trace.step('commit', () => commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger));
+      // The effect is done and its commit is on its way; whatever the commit's outcome, the
+      // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
+      permit.release();
+      if (delivery.settler.handled) this.signalHandled(delivery, key);
+      const commit = await committing;
       if (commit.outcome !== 'committed') {
         this.logger.error({ err: commit.error, key, fencingToken }, `effect applied but ${commit.outcome}: a redelivery after the lease ends may repeat it`);
       }
@@ -628,6 +635,15 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
   }
 
+  /** Calls the settler's `handled` hook; a hook that throws is logged and ignored. */
+  private signalHandled(delivery: Delivery, key: string): void {
+    try {
+      delivery.settler.handled!();
+    } catch (error) {
+      this.logger.warn({ err: error, key }, 'the settler\'s handled hook threw; ignored');
+    }
+  }
+
   /** Reports a lease extension of a running handler (bound once, shared by every flight). */
   private readonly onLeaseExtended = (flight: Flight): void => {
     this.emit(flight.trace, flight.delivery, 'lease_extended', flight.key, { attempt: flight.attempt, fencingToken: flight.fencingToken });
@@ -643,6 +659,19 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   ): void {
     if (!trace.observed) return;
     trace.emit({ type, consumer: this.name, key, metadata: delivery.metadata, ...detail });
+  }
+}
+
+/** One delivery's concurrency permit: released once, when its handler is done or when it ends. */
+class Permit {
+  private held = true;
+
+  constructor(private readonly limiter: Semaphore) {}
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.limiter.release();
   }
 }
 

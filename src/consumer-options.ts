@@ -25,7 +25,10 @@ export interface ConsumerOptions {
   readonly leaseTtlMs?: number;
   /** How long a committed key stays done, ms. Default 7 days. ≥ leaseTtlMs, ≤ 365 days. */
   readonly doneTtlMs?: number;
-  /** Messages in flight at once (the adapter's prefetch). Default 10. 1 … 10 000. */
+  /**
+   * Messages being claimed and handled at once (the adapter's prefetch). A message whose handler
+   * acked frees its slot as soon as its commit is issued. Default 10. 1 … 10 000.
+   */
   readonly concurrency?: number;
   /** Handler attempts before a retryable failure is dead-lettered as `retry_exhausted`. Default 5. 1 … 1000. */
   readonly maxAttempts?: number;

@@ -101,8 +101,8 @@ export class InMemoryClaimer implements Claimer {
   private claimNow(key: string, options: ClaimOptions): ClaimResult {
     validateKey(key);
     validateClaimOptions(options);
-    this.sweep();
     const now = this.clock.now();
+    this.sweep(now);
     let record = this.live(key, now);
     if (record?.state === 'done' && now >= record.expiresAt) {
       this.records.delete(key);
@@ -178,8 +178,7 @@ export class InMemoryClaimer implements Claimer {
     return record;
   }
 
-  private sweep(): void {
-    const now = this.clock.now();
+  private sweep(now: number): void {
     for (let i = 0; i < this.sweepPerClaim; i++) {
       this.sweepCursor ??= this.records.entries();
       const next = this.sweepCursor.next();

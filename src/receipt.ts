@@ -42,6 +42,8 @@ export interface LeaseOperations {
 
 type Settled = 'committed' | 'released' | 'lost';
 
+const RESOLVED: Promise<void> = Promise.resolve();
+
 /** The receipt of an acquired claim. Operations on one receipt run one at a time, in call order. */
 export class LeaseReceipt implements Receipt {
   readonly acquired = true;
@@ -77,27 +79,30 @@ export class LeaseReceipt implements Receipt {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.serial(async () => {
-      if (this.settled === 'committed') return;
-      if (this.settled === 'released') throw new ReceiptStateError(this.key, 'commit', 'released');
-      if (this.settled === 'lost') throw this.lostError!;
-      const outcome = await this.call(() => this.operations.commit(this.lease, encoded, this.doneTtlMs));
+    return this.serial(() => this.commitNow(encoded));
+  }
+
+  release(options?: ReleaseOptions): Promise<void> {
+    const reset = options?.resetAttempts === true;
+    return this.serial(() => this.releaseNow(reset));
+  }
+
+  private commitNow(encoded: string | undefined): Promise<void> {
+    if (this.settled === 'committed') return RESOLVED;
+    if (this.settled === 'released') return Promise.reject(new ReceiptStateError(this.key, 'commit', 'released'));
+    if (this.settled === 'lost') return Promise.reject(this.lostError!);
+    return this.call(() => this.operations.commit(this.lease, encoded, this.doneTtlMs)).then((outcome) => {
       if (outcome === 'lost') throw this.markLost('commit');
       this.settled = 'committed';
     });
   }
 
-  release(options?: ReleaseOptions): Promise<void> {
-    const reset = options?.resetAttempts === true;
-    return this.serial(async () => {
-      if (this.settled === 'released' || this.settled === 'lost') return;
-      if (this.settled === 'committed') throw new ReceiptStateError(this.key, 'release', 'committed');
-      const outcome = await this.call(() => this.operations.release(this.lease, reset));
-      if (outcome === 'lost') {
-        this.markLost('release');
-        return;
-      }
-      this.settled = 'released';
+  private releaseNow(reset: boolean): Promise<void> {
+    if (this.settled === 'released' || this.settled === 'lost') return RESOLVED;
+    if (this.settled === 'committed') return Promise.reject(new ReceiptStateError(this.key, 'release', 'committed'));
+    return this.call(() => this.operations.release(this.lease, reset)).then((outcome) => {
+      if (outcome === 'lost') this.markLost('release');
+      else this.settled = 'released';
     });
   }
 
@@ -121,13 +126,22 @@ export class LeaseReceipt implements Receipt {
     return this.lostError;
   }
 
-  private async call(fn: () => Promise<LeaseOutcome>): Promise<LeaseOutcome> {
+  /** Runs a store primitive; any failure that is not a twophase error becomes ClaimerUnavailableError. */
+  private call(fn: () => Promise<LeaseOutcome>): Promise<LeaseOutcome> {
+    let pending: Promise<LeaseOutcome>;
     try {
-      return await fn();
+      pending = fn();
     } catch (error) {
-      if (error instanceof TwophaseError) throw error;
-      throw new ClaimerUnavailableError(`claim store failed on "${this.key}": ${(error as Error)?.message ?? String(error)}`, { cause: error });
+      return Promise.reject(this.unavailable(error));
     }
+    return pending.then(undefined, (error: unknown) => {
+      throw this.unavailable(error);
+    });
+  }
+
+  private unavailable(error: unknown): Error {
+    if (error instanceof TwophaseError) return error;
+    return new ClaimerUnavailableError(`claim store failed on "${this.key}": ${(error as Error)?.message ?? String(error)}`, { cause: error });
   }
 
   /** Runs operations one at a time in call order; the common case (nothing in flight) runs at once. */

@@ -10,6 +10,12 @@
  * A requeue (busy key, retryable failure, claim store unavailable, lease lost) is handled in
  * place: the partition's fetching is paused, the worker waits the delay, and dispatches the same
  * record again. Nothing after it is dispatched meanwhile, so order holds.
+ *
+ * Commits are pipelined: once a record's handler acked and its claim commit was issued (the
+ * settler's `handled` hook), the next record is dispatched while that commit is in flight, so a
+ * partition does not wait one claim-store round trip per record. Handlers still run one at a time
+ * in offset order; only the commit confirmations overlap (at most MAX_PIPELINED per partition),
+ * and they may end out of order, which is why settling tracks the contiguous prefix.
  */
 import { performance } from 'node:perf_hooks';
 import {
@@ -22,8 +28,10 @@ import {
   type PreparedClaim,
   type RejectInfo,
   type RequeueCause,
+  type RequeueInfo,
   sleep,
   type Semaphore,
+  type Settler,
 } from '../../src';
 import type { KafkaRecord } from './client';
 import { messageIdOf } from './headers';
@@ -58,14 +66,57 @@ type Settlement =
   | { readonly kind: 'reject' }
   | { readonly kind: 'requeue'; readonly delayMs: number; readonly cause: RequeueCause };
 
-interface SettleHolder {
-  settlement?: Settlement;
+/**
+ * The settler of one dispatch of one record: records how the pipeline settled it (a dead letter
+ * is written first), and wakes the worker early when the handler acked (`handled`).
+ */
+class RecordSettler implements Settler {
+  settlement: Settlement | undefined;
+  private wake: ((result: DeliveryResult | undefined) => void) | undefined;
+  private early = false;
+
+  constructor(
+    private readonly worker: PartitionWorker,
+    private readonly host: WorkerHost,
+    private readonly record: KafkaRecord,
+  ) {}
+
+  ack(): Promise<void> {
+    this.settlement = ACK;
+    return RESOLVED;
+  }
+
+  requeue(delayMs: number, info: RequeueInfo): Promise<void> {
+    this.settlement = { kind: 'requeue', delayMs, cause: info.cause };
+    return RESOLVED;
+  }
+
+  async reject(info: RejectInfo): Promise<void> {
+    await this.host.deadLetter(this.worker, this.record, info);
+    this.settlement = REJECT;
+  }
+
+  handled(): void {
+    this.early = true;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.(undefined);
+  }
+
+  /** Resolves with the dispatch's result, or with undefined as soon as `handled` is called. */
+  until(dispatching: Promise<DeliveryResult>): Promise<DeliveryResult | undefined> {
+    if (this.early) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      this.wake = resolve;
+      void dispatching.then(resolve);
+    });
+  }
 }
 
 interface Prepared {
   readonly claim: PreparedClaim;
   readonly delivery: Delivery;
-  readonly holder: SettleHolder;
+  readonly settler: RecordSettler;
   /** performance.now() when the claim was made. */
   readonly at: number;
 }
@@ -74,6 +125,8 @@ interface QueuedRecord {
   readonly record: KafkaRecord;
   readonly bytes: number;
   prepared?: Prepared;
+  /** True once acked or dead-lettered (possibly before an earlier record's commit ended). */
+  settled?: boolean;
 }
 
 /** True when decimal offset `a` is above `b` (Kafka offsets: non-negative, no leading zeros). */
@@ -84,6 +137,10 @@ export function offsetAbove(a: string, b: string): boolean {
 /** Wait before dispatching again a record whose settle failed while its partition stayed ours, ms. */
 const UNSETTLED_RETRY_MS = 1000;
 
+/** Records per partition whose commit is in flight while later records run. */
+const MAX_PIPELINED = 256;
+
+const RESOLVED: Promise<void> = Promise.resolve();
 const ACK: Settlement = { kind: 'ack' };
 const REJECT: Settlement = { kind: 'reject' };
 const EMPTY_BODY = Buffer.alloc(0);
@@ -99,7 +156,15 @@ export class PartitionWorker {
   readonly done: Promise<void>;
 
   private readonly queue: QueuedRecord[] = [];
+  /** Index of the first record not settled yet. */
   private head = 0;
+  /** Index of the next record to dispatch (records in [head, cursor) are settled or committing). */
+  private cursor = 0;
+  /** The record being dispatched now (not pipelined), if any. */
+  private current: QueuedRecord | undefined;
+  /** Dispatches that woke the worker early and have not ended yet. */
+  private pipelined = 0;
+  private pipelineWaiter: (() => void) | undefined;
   private bufferedBytes = 0;
   /** The highest offset queued; records at or below it are not queued again. */
   private lastQueued: string | undefined;
@@ -168,9 +233,10 @@ export class PartitionWorker {
   }
 
   /**
-   * Stops the worker: no further dispatch, waits aborted, queued records dropped (their claims
-   * made ahead of dispatch are released, except after a crash, where leases end at their TTL as
-   * after a real one). The dispatch in flight, if any, runs to its end. Safe to repeat.
+   * Stops the worker: no further dispatch, waits aborted, records not dispatched yet dropped
+   * (their claims made ahead of dispatch are released, except after a crash, where leases end at
+   * their TTL as after a real one). Dispatches in flight, and commits in flight, run to their end
+   * and still settle their records. Safe to repeat.
    */
   stop(reason: StopReason): void {
     if (this.stopReason !== undefined) {
@@ -181,10 +247,14 @@ export class PartitionWorker {
     this.stopReason = reason;
     this.stopController.abort();
     if (reason !== 'stopping') this.revokeController.abort();
-    for (let i = this.head; i < this.queue.length; i++) this.dropPrepared(this.queue[i]!, reason !== 'crashed');
-    this.queue.length = 0;
-    this.head = 0;
-    this.bufferedBytes = 0;
+    // Keep what was dispatched (its settle moves the committable offset); drop the rest.
+    const keep = this.current === this.queue[this.cursor] && this.current !== undefined ? this.cursor + 1 : this.cursor;
+    for (let i = keep; i < this.queue.length; i++) {
+      const item = this.queue[i]!;
+      this.bufferedBytes -= item.bytes;
+      this.dropPrepared(item, reason !== 'crashed');
+    }
+    this.queue.length = keep;
     const wake = this.wake;
     this.wake = undefined;
     wake?.();
@@ -197,7 +267,7 @@ export class PartitionWorker {
     try {
       for (;;) {
         const item = await this.next();
-        if (!item) return;
+        if (!item) break;
         await this.process(item);
       }
     } catch (error) {
@@ -206,12 +276,20 @@ export class PartitionWorker {
       this.host.logger.error({ err: error, topic: this.topic, partition: this.partition }, 'twophase/kafka: partition worker failed; its records stay uncommitted');
       this.stop('revoked');
     }
+    // Done means every commit in flight ended too, so the final committable offset is known.
+    while (this.pipelined > 0) await this.pipelineDrained();
+  }
+
+  private pipelineDrained(): Promise<void> {
+    return new Promise((resolve) => {
+      this.pipelineWaiter = resolve;
+    });
   }
 
   private async next(): Promise<QueuedRecord | undefined> {
     for (;;) {
       if (this.stopped) return undefined;
-      if (this.head < this.queue.length) return this.queue[this.head];
+      if (this.cursor < this.queue.length) return this.queue[this.cursor];
       await new Promise<void>((resolve) => {
         this.wake = resolve;
       });
@@ -225,23 +303,38 @@ export class PartitionWorker {
       if (dispatchNo === 0 && !item.prepared) await this.preclaim();
       if (this.stopped) return;
       const prepared = this.takePrepared(item);
-      const holder: SettleHolder = prepared?.holder ?? {};
-      const delivery = prepared?.delivery ?? this.toDelivery(item.record, holder, dispatchNo > 0, retries);
+      const settler = prepared?.settler ?? new RecordSettler(this, this.host, item.record);
+      const delivery = prepared?.delivery ?? this.toDelivery(item.record, settler, dispatchNo > 0, retries);
       if (!this.host.slots.tryAcquire()) await this.host.slots.acquire();
-      let result: DeliveryResult;
-      this.host.dispatchStarted();
-      try {
-        if (this.stopped) {
-          if (prepared) this.releaseClaim(prepared.claim);
-          return;
-        }
-        result = await this.host.sink.dispatch(delivery, prepared?.claim);
-      } finally {
-        this.host.dispatchEnded();
+      if (this.stopped) {
         this.host.slots.release();
+        if (prepared) this.releaseClaim(prepared.claim);
+        return;
       }
-      this.observe(result.durationMs);
-      const settlement = holder.settlement;
+      this.host.dispatchStarted();
+      this.current = item;
+      const startedAt = performance.now();
+      let result: DeliveryResult | undefined;
+      try {
+        const dispatching = this.host.sink.dispatch(delivery, prepared?.claim);
+        result = await settler.until(dispatching);
+        if (result === undefined) {
+          // Handled and committing: move on; the commit's end settles the record later.
+          this.pipelined++;
+          void dispatching.then(() => this.pipelineEnded(item, settler));
+        }
+      } finally {
+        this.current = undefined;
+        this.host.slots.release();
+        if (result !== undefined) this.host.dispatchEnded();
+      }
+      this.observe(performance.now() - startedAt);
+      if (result === undefined) {
+        this.cursor++;
+        if (this.pipelined >= MAX_PIPELINED) await this.pipelineDrained();
+        return;
+      }
+      const settlement = settler.settlement;
       if (settlement === undefined) {
         // The settle failed: a dead letter not written before the partition was revoked or the
         // shutdown deadline passed. The record stays unsettled (its offset is not committed).
@@ -252,6 +345,7 @@ export class PartitionWorker {
       }
       if (settlement.kind !== 'requeue') {
         this.unavailableStreak = 0;
+        this.cursor++;
         this.settled(item);
         return;
       }
@@ -268,6 +362,24 @@ export class PartitionWorker {
       this.host.count('requeuedInPlace');
       await this.waitInPlace(delayMs);
     }
+  }
+
+  /** The end of a dispatch that woke the worker early (its commit ended). */
+  private pipelineEnded(item: QueuedRecord, settler: RecordSettler): void {
+    this.pipelined--;
+    this.host.dispatchEnded();
+    if (settler.settlement === ACK) {
+      this.settled(item);
+    } else {
+      // Not reachable through ConsumerBase (a handled delivery is always acked). Later records
+      // already ran, so this one cannot be dispatched again in order: leave it unsettled (no
+      // offset moves past it) and stop; it comes again after the next rebalance.
+      this.host.logger.error({ topic: this.topic, partition: this.partition, offset: item.record.offset }, 'twophase/kafka: a record signalled handled but was not acked; its partition stops here');
+      this.stop('revoked');
+    }
+    const waiter = this.pipelineWaiter;
+    this.pipelineWaiter = undefined;
+    waiter?.();
   }
 
   /** Pauses the partition's fetching and waits `delayMs` (cut short by a stop). */
@@ -287,15 +399,15 @@ export class PartitionWorker {
   private async preclaim(): Promise<void> {
     const size = this.chunkSize();
     const items: QueuedRecord[] = [];
-    for (let i = this.head; i < this.queue.length && items.length < size; i++) {
+    for (let i = this.cursor; i < this.queue.length && items.length < size; i++) {
       const item = this.queue[i]!;
       if (item.prepared) break;
       items.push(item);
     }
     if (items.length === 0) return;
     this.lastChunk = items.length;
-    const holders = items.map((): SettleHolder => ({}));
-    const deliveries = items.map((item, i) => this.toDelivery(item.record, holders[i]!, false, 0));
+    const settlers = items.map((item) => new RecordSettler(this, this.host, item.record));
+    const deliveries = items.map((item, i) => this.toDelivery(item.record, settlers[i]!, false, 0));
     const claims = await this.host.sink.claimBatch(deliveries);
     const at = performance.now();
     const acquiredKeys = new Set<string>();
@@ -307,7 +419,7 @@ export class PartitionWorker {
         // worker): claim it again at dispatch, when the earlier record is done.
         else if (claim.result.state === 'busy' && acquiredKeys.has(claim.key)) claim = { kind: 'skipped' };
       }
-      item.prepared = { claim, delivery: deliveries[i]!, holder: holders[i]!, at };
+      item.prepared = { claim, delivery: deliveries[i]!, settler: settlers[i]!, at };
       this.host.count('preclaimed');
     });
     if (this.stopped) for (const item of items) this.dropPrepared(item, this.stopReason !== 'crashed');
@@ -359,14 +471,19 @@ export class PartitionWorker {
     return this.lastSettled === undefined ? undefined : (BigInt(this.lastSettled) + 1n).toString();
   }
 
+  /** Marks `item` settled and moves the contiguous settled prefix as far as it now reaches. */
   private settled(item: QueuedRecord): void {
-    this.lastSettled = item.record.offset;
+    item.settled = true;
     this.host.count('settled');
-    if (this.stopped) return; // the queue was dropped; only the committable offset matters now
-    this.head++;
-    this.bufferedBytes -= item.bytes;
-    if (this.head >= 1024 && this.head * 2 >= this.queue.length) {
-      this.queue.splice(0, this.head);
+    const queue = this.queue;
+    while (this.head < this.cursor && queue[this.head]!.settled) {
+      const first = queue[this.head++]!;
+      this.lastSettled = first.record.offset;
+      this.bufferedBytes -= first.bytes;
+    }
+    if (this.head >= 1024 && this.head * 2 >= queue.length) {
+      queue.splice(0, this.head);
+      this.cursor -= this.head;
       this.head = 0;
     }
     if (this.pauseReasons.has('buffer') && this.bufferedBytes < this.host.maxBufferedBytes / 2) this.setPauseReason('buffer', false);
@@ -380,8 +497,7 @@ export class PartitionWorker {
     if (before !== after && !this.stopped) this.host.setPaused(this, after);
   }
 
-  private toDelivery(record: KafkaRecord, holder: SettleHolder, redelivered: boolean, retries: number): Delivery {
-    const host = this.host;
+  private toDelivery(record: KafkaRecord, settler: RecordSettler, redelivered: boolean, retries: number): Delivery {
     return {
       body: record.value ?? EMPTY_BODY,
       headers: (record.headers as Readonly<Record<string, unknown>> | undefined) ?? NO_HEADERS,
@@ -391,21 +507,10 @@ export class PartitionWorker {
         destination: this.topic,
         redelivered,
         priorAttempts: retries > 0 ? retries : undefined,
-        consumerGroup: host.groupId,
+        consumerGroup: this.host.groupId,
         attributes: { partition: this.partition, offset: record.offset, key: record.key === null ? undefined : record.key.toString('utf8') },
       },
-      settler: {
-        ack: async () => {
-          holder.settlement = ACK;
-        },
-        requeue: async (delayMs, info) => {
-          holder.settlement = { kind: 'requeue', delayMs, cause: info.cause };
-        },
-        reject: async (info) => {
-          await host.deadLetter(this, record, info);
-          holder.settlement = REJECT;
-        },
-      },
+      settler,
     };
   }
 }
