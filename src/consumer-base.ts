@@ -28,6 +28,7 @@ import {
   type ConsumerEvent,
   type DeliveryResult,
   DeliveryTrace,
+  INERT_TRACE,
   ObservationFanout,
 } from './observer';
 import { backoffDelay, sleep } from './retry';
@@ -324,7 +325,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
   private async process(delivery: Delivery, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
     const started = performance.now();
-    const trace = this.observation.start({ consumer: this.name, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata });
+    const trace = this.observation.active
+      ? this.observation.start({ consumer: this.name, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata })
+      : INERT_TRACE;
     const permit = new Permit(this.limiter);
     let result: PendingResult;
     try {
@@ -371,10 +374,13 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
     let claim: ClaimResult;
     try {
-      claim = await trace.step('claim', () => this.claim(key, message, preclaimed));
+      if (trace.wrapsSteps) claim = await trace.step('claim', () => this.claim(key, message, preclaimed));
+      else if (preclaimed?.kind === 'claimed') claim = preclaimed.result;
+      else claim = await this.claim(key, message, preclaimed);
     } catch (error) {
       return this.onClaimError(delivery, message, trace, error);
     }
+    if (claim.state === 'acquired') return this.runAcquired(delivery, message, claim, trace, permit);
     const base = { key, claimState: claim.state } as const;
     if (claim.state === 'done') {
       this.emit(trace, delivery, 'done_duplicate', key);
@@ -385,11 +391,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       }
       return this.ack(delivery, trace, true, { ...base, outcome: 'done_duplicate', handled: false });
     }
-    if (claim.state === 'busy') {
-      this.emit(trace, delivery, 'busy', key);
-      return this.requeue(delivery, trace, { cause: 'busy' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'busy', handled: false });
-    }
-    return this.runAcquired(delivery, message, claim, trace, permit);
+    this.emit(trace, delivery, 'busy', key);
+    return this.requeue(delivery, trace, { cause: 'busy' }, this.options.busyRequeueDelayMs, { ...base, outcome: 'busy', handled: false });
   }
 
   /** Gives back a lease taken ahead by claimBatch for a delivery that will not be handled. */
@@ -458,7 +461,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     try {
       // Stop waiting once the handler is aborted (shutdown deadline, handler timeout): a handler
       // that ignores its signal must not hold the delivery, its lease or shutdown forever.
-      const value = await flight.race(trace.step('handle', () => this.handle(message, context)));
+      const value = await flight.race(trace.wrapsSteps ? trace.step('handle', () => this.handle(message, context)) : this.handle(message, context));
       end = isDisposition(value) ? { kind: 'disposition', disposition: value } : { kind: 'error', error: new InvalidDispositionError(value) };
     } catch (error) {
       end = { kind: 'error', error };
@@ -471,7 +474,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
     if (end.kind === 'disposition' && end.disposition.type === 'ack') {
       const value = end.disposition.result;
-      const committing = trace.step('commit', () => commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger));
+      const committing = trace.wrapsSteps
+        ? trace.step('commit', () => commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger))
+        : commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger);
       // The effect is done and its commit is on its way; whatever the commit's outcome, the
       // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
       permit.release();

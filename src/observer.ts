@@ -214,4 +214,5 @@ async function guardedStep<T>(hook: DeliveryObservation, step: PipelineStep, fn:
 
 const silent: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 /** The trace of a consumer without observers: every call is a no-op. */
-const INERT_TRACE = new DeliveryTrace([], [], silent);
+/** The trace of a delivery nobody observes (shared; internal). */
+export const INERT_TRACE = new DeliveryTrace([], [], silent);
