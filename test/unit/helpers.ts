@@ -41,7 +41,7 @@ export type SettleCall =
 /** A settler that records each call; `failWith` makes the broker call reject. */
 export function recordingDelivery(
   input: { body?: unknown; key?: string | null; headers?: Record<string, unknown>; messageId?: string; priorAttempts?: number; raw?: Buffer } = {},
-  hooks: { failWith?: Error; onSettle?: (call: SettleCall) => void } = {},
+  hooks: { failWith?: Error; onSettle?: (call: SettleCall) => void; handled?: () => void } = {},
 ): Delivery & { calls: SettleCall[] } {
   const calls: SettleCall[] = [];
   const record = async (call: SettleCall) => {
@@ -61,8 +61,52 @@ export function recordingDelivery(
       ack: (info) => record({ op: 'ack', duplicate: info.duplicate }),
       requeue: (delayMs, info) => record({ op: 'requeue', delayMs, info }),
       reject: (info) => record({ op: 'reject', info }),
+      ...(hooks.handled ? { handled: hooks.handled } : {}),
     },
   };
+}
+
+/**
+ * Wraps a claimer so that each acquired receipt's commit waits until the test opens it
+ * (`open(key)`); `waiting` lists the keys whose commit was issued and is held.
+ */
+export class GatedCommitClaimer implements Claimer {
+  readonly waiting: string[] = [];
+  private readonly gates = new Map<string, () => void>();
+  private readonly opened = new Set<string>();
+  constructor(readonly inner: Claimer) {}
+  get kind() {
+    return this.inner.kind;
+  }
+  async claim(key: string, options: Parameters<Claimer['claim']>[1]) {
+    const result = await this.inner.claim(key, options);
+    if (result.state !== 'acquired') return result;
+    const inner = result.receipt;
+    const receipt: Receipt = {
+      key: inner.key,
+      acquired: true,
+      ownerToken: inner.ownerToken,
+      fencingToken: inner.fencingToken,
+      commit: async (value) => {
+        if (!this.opened.has(inner.key)) {
+          this.waiting.push(inner.key);
+          await new Promise<void>((resolve) => this.gates.set(inner.key, resolve));
+        }
+        return inner.commit(value);
+      },
+      release: (releaseOptions) => inner.release(releaseOptions),
+      extend: (ttlMs) => inner.extend(ttlMs),
+    };
+    return { ...result, receipt };
+  }
+  /** Lets the commit of `key` (held now or issued later) go through. */
+  open(key: string): void {
+    this.opened.add(key);
+    const index = this.waiting.indexOf(key);
+    if (index >= 0) this.waiting.splice(index, 1);
+    this.gates.get(key)?.();
+    this.gates.delete(key);
+  }
 }
 
 export type Handler = (message: Message<unknown>, context: HandlerContext) => Promise<Disposition>;
