@@ -487,7 +487,14 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       }
       const failed = commit.outcome === 'committed' ? undefined : commit.error;
       this.emit(trace, delivery, commit.outcome, key, { attempt, fencingToken, error: failed });
-      await this.settle(trace, delivery, key, attempt, fencingToken, 'ack', ACK_NEW);
+      if (trace.wrapsSteps) await this.settle(trace, delivery, key, attempt, fencingToken, 'ack', ACK_NEW);
+      else {
+        try {
+          await delivery.settler.ack(ACK_NEW);
+        } catch (error) {
+          this.settleFailed(trace, delivery, key, attempt, fencingToken, error);
+        }
+      }
       return { action: 'ack', outcome: commit.outcome, key, claimState: 'acquired', attempt, fencingToken, reason: undefined, delayMs: undefined, error: failed, handled: true, durationMs: 0 };
     }
 
@@ -634,10 +641,14 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       else await trace.step('settle', () => callSettler(settler, action, info, delayMs));
       return true;
     } catch (error) {
-      this.logger.warn({ err: error, key }, 'broker settle failed; the broker will redeliver and the claim decides');
-      this.emit(trace, delivery, 'ack_failed', key, { attempt, fencingToken, error });
+      this.settleFailed(trace, delivery, key, attempt, fencingToken, error);
       return false;
     }
+  }
+
+  private settleFailed(trace: DeliveryTrace, delivery: Delivery, key: string | undefined, attempt: number | undefined, fencingToken: number | undefined, error: unknown): void {
+    this.logger.warn({ err: error, key }, 'broker settle failed; the broker will redeliver and the claim decides');
+    this.emit(trace, delivery, 'ack_failed', key, { attempt, fencingToken, error });
   }
 
   /** Calls the settler's `handled` hook; a hook that throws is logged and ignored. */

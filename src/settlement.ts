@@ -25,21 +25,29 @@ export type CommitOutcome =
  * A result too large to store is logged and the key committed without it, so deduplication
  * still holds. Never throws.
  */
-export async function commitWithin(
-  receipt: Receipt,
-  result: JsonValue | undefined,
-  deadlineMs: number,
-  logger: Logger,
-): Promise<CommitOutcome> {
-  let value = result;
+export function commitWithin(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger): Promise<CommitOutcome> {
+  // Fast path (per message): one attempt without the retry machinery or an async frame.
+  let first: Promise<void>;
   try {
-    // Fast path: one attempt without the retry machinery; retries only after a retriable error.
-    await receipt.commit(value);
-    return { outcome: 'committed' };
+    first = receipt.commit(result);
   } catch (error) {
-    if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
-    if (!(error instanceof ResultTooLargeError) && !(error instanceof ConfigurationError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
+    first = Promise.reject(error);
   }
+  return first.then(
+    () => COMMITTED,
+    (error: unknown): CommitOutcome | Promise<CommitOutcome> => {
+      if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
+      if (!(error instanceof ResultTooLargeError) && !(error instanceof ConfigurationError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
+      return commitRetrying(receipt, result, deadlineMs, logger);
+    },
+  );
+}
+
+const COMMITTED: CommitOutcome = Object.freeze({ outcome: 'committed' });
+
+/** The slow path of {@link commitWithin}: retries until the deadline; drops a result that cannot be stored. */
+async function commitRetrying(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger): Promise<CommitOutcome> {
+  let value = result;
   try {
     await retryWithin(
       async () => {

@@ -69,6 +69,8 @@ interface RunResult {
   consumeMs: number;
   /** This process's CPU time (user + system) per record over the same span, µs. */
   cpuUsPerMsg: number;
+  /** Redis variants: claim-store operations per Redis script call (coalescing and claimMany). */
+  redisOpsPerCall?: number;
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -231,6 +233,7 @@ async function main(): Promise<void> {
           const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
           await claimer.ready();
           r = await twophase(run, claimer, 'redis');
+          r = { ...r, redisOpsPerCall: Number((claimer.stats.operations / claimer.stats.scriptCalls).toFixed(1)) };
           await claimer.close();
           await deleteKeys(redis, `${prefix}:*`);
         } else if (variant === 'what-if-pipelined-commit') {
@@ -242,7 +245,7 @@ async function main(): Promise<void> {
           await deleteKeys(redis, `${prefix}:*`);
         } else throw new Error(`unknown variant ${variant}`);
         results[variant]!.push(r);
-        console.log(`run ${run + 1}/${args.runs} ${variant.padEnd(6)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms, Node CPU ${r.cpuUsPerMsg} µs/record)`);
+        console.log(`run ${run + 1}/${args.runs} ${variant.padEnd(6)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms, Node CPU ${r.cpuUsPerMsg} µs/record${r.redisOpsPerCall === undefined ? '' : `, ${r.redisOpsPerCall} Redis ops/call`})`);
       }
     }
   } finally {
