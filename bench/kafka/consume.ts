@@ -6,10 +6,6 @@
  *   memory     twophase: KafkaSource + ConsumerBase (decode, claim, handle, commit, settle)
  *              with the InMemoryClaimer
  *   redis      the same with the RedisClaimer on 127.0.0.1:6379
- *   what-if-pipelined-commit   (opt-in, not a product setting) the Redis variant with each
- *              claim commit sent without being awaited: the next record of the partition starts
- *              while the previous commit is in flight. An upper bound of what a core hook
- *              "handler returned ack" would allow (see docs/kafka.md, "Throughput").
  *
  * One topic of `--partitions` partitions holds `--messages` records of `--bytes` bytes (JSON, an
  * `idempotency-key` header each); every run reads all of it with a fresh consumer group (and a
@@ -28,7 +24,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Redis from 'ioredis';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
-import { ack, type Claimer, type ClaimResult, ConsumerBase, type Disposition, InMemoryClaimer, type JsonValue, type Message, silentLogger } from '../../src';
+import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, type Message, silentLogger } from '../../src';
 import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
 
@@ -177,25 +173,6 @@ async function twophase(run: number, claimer: Claimer, label: string): Promise<R
   return result(effects, started);
 }
 
-/** What-if only: receipts whose commit is sent and not awaited (the ack no longer waits for it). */
-function unawaitedCommits(inner: Claimer): Claimer {
-  const wrap = (result: ClaimResult): ClaimResult => {
-    if (result.state !== 'acquired') return result;
-    const receipt = result.receipt;
-    const commit = (value?: JsonValue) => {
-      receipt.commit(value).catch(() => undefined);
-      return Promise.resolve();
-    };
-    return { ...result, receipt: { key: receipt.key, acquired: true, ownerToken: receipt.ownerToken, fencingToken: receipt.fencingToken, commit, release: () => receipt.release(), extend: (ttl) => receipt.extend(ttl) } };
-  };
-  return {
-    kind: inner.kind,
-    claim: async (key, options) => wrap(await inner.claim(key, options)),
-    claimMany: async (requests) => (await inner.claimMany!(requests)).map((e) => (e.ok ? { ok: true, result: wrap(e.result) } : e)),
-    ready: () => inner.ready!(),
-  };
-}
-
 function result(effects: Effects, started: number): RunResult {
   const consumeMs = effects.last - effects.first;
   return {
@@ -235,13 +212,6 @@ async function main(): Promise<void> {
           r = await twophase(run, claimer, 'redis');
           r = { ...r, redisOpsPerCall: Number((claimer.stats.operations / claimer.stats.scriptCalls).toFixed(1)) };
           await claimer.close();
-          await deleteKeys(redis, `${prefix}:*`);
-        } else if (variant === 'what-if-pipelined-commit') {
-          const prefix = `twophase-bench-kafka-${tag}-${run}`;
-          const inner = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
-          await inner.ready();
-          r = await twophase(run, unawaitedCommits(inner), 'pipelined');
-          await inner.close();
           await deleteKeys(redis, `${prefix}:*`);
         } else throw new Error(`unknown variant ${variant}`);
         results[variant]!.push(r);

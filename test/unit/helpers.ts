@@ -1,11 +1,13 @@
 import {
   type Claimer,
+  ClaimerUnavailableError,
   ConsumerBase,
   type ConsumerOptions,
   type Delivery,
   type DeliverySink,
   type Disposition,
   type HandlerContext,
+  type JsonValue,
   type Message,
   type MessageSource,
   type RejectInfo,
@@ -67,13 +69,10 @@ export function recordingDelivery(
 }
 
 /**
- * Wraps a claimer so that each acquired receipt's commit waits until the test opens it
- * (`open(key)`); `waiting` lists the keys whose commit was issued and is held.
+ * A claimer that passes every claim through to `inner` and lets a subclass wrap each acquired
+ * receipt (`wrap` gets a copy of the inner receipt to override operations on).
  */
-export class GatedCommitClaimer implements Claimer {
-  readonly waiting: string[] = [];
-  private readonly gates = new Map<string, () => void>();
-  private readonly opened = new Set<string>();
+export abstract class WrappingClaimer implements Claimer {
   constructor(readonly inner: Claimer) {}
   get kind() {
     return this.inner.kind;
@@ -82,22 +81,37 @@ export class GatedCommitClaimer implements Claimer {
     const result = await this.inner.claim(key, options);
     if (result.state !== 'acquired') return result;
     const inner = result.receipt;
-    const receipt: Receipt = {
+    const copy: Receipt = {
       key: inner.key,
       acquired: true,
       ownerToken: inner.ownerToken,
       fencingToken: inner.fencingToken,
-      commit: async (value) => {
-        if (!this.opened.has(inner.key)) {
-          this.waiting.push(inner.key);
-          await new Promise<void>((resolve) => this.gates.set(inner.key, resolve));
-        }
-        return inner.commit(value);
-      },
+      commit: (value) => inner.commit(value),
       release: (releaseOptions) => inner.release(releaseOptions),
       extend: (ttlMs) => inner.extend(ttlMs),
     };
-    return { ...result, receipt };
+    return { ...result, receipt: this.wrap(copy) };
+  }
+  protected abstract wrap(receipt: Receipt): Receipt;
+}
+
+/**
+ * Wraps a claimer so that each acquired receipt's commit waits until the test opens it
+ * (`open(key)`); `waiting` lists the keys whose commit was issued and is held.
+ */
+export class GatedCommitClaimer extends WrappingClaimer {
+  readonly waiting: string[] = [];
+  private readonly gates = new Map<string, () => void>();
+  private readonly opened = new Set<string>();
+  protected wrap(receipt: Receipt): Receipt {
+    const commit = async (value?: JsonValue) => {
+      if (!this.opened.has(receipt.key)) {
+        this.waiting.push(receipt.key);
+        await new Promise<void>((resolve) => this.gates.set(receipt.key, resolve));
+      }
+      return receipt.commit(value);
+    };
+    return { ...receipt, commit };
   }
   /** Lets the commit of `key` (held now or issued later) go through. */
   open(key: string): void {
@@ -128,7 +142,7 @@ export class FnConsumer extends ConsumerBase<unknown> {
 }
 
 /** Wraps a claimer so tests can make calls fail or count them. */
-export class FlakyClaimer implements Claimer {
+export class FlakyClaimer extends WrappingClaimer {
   claimCalls = 0;
   failClaims = 0;
   /** Commits that fail with ClaimerUnavailableError before they reach the store. */
@@ -137,33 +151,24 @@ export class FlakyClaimer implements Claimer {
   failReleases = 0;
   commitCalls = 0;
   releaseCalls = 0;
-  constructor(readonly inner: Claimer) {}
-  get kind() {
-    return this.inner.kind;
-  }
-  async claim(key: string, options: Parameters<Claimer['claim']>[1]) {
+  override async claim(key: string, options: Parameters<Claimer['claim']>[1]) {
     this.claimCalls++;
     if (this.failClaims > 0) {
       this.failClaims--;
-      const { ClaimerUnavailableError } = await import('../../src');
       throw new ClaimerUnavailableError('injected outage');
     }
-    const result = await this.inner.claim(key, options);
-    if (result.state !== 'acquired') return result;
-    const inner = result.receipt;
-    const { ClaimerUnavailableError } = await import('../../src');
-    const receipt: Receipt = {
-      key: inner.key,
-      acquired: true,
-      ownerToken: inner.ownerToken,
-      fencingToken: inner.fencingToken,
+    return super.claim(key, options);
+  }
+  protected wrap(receipt: Receipt): Receipt {
+    return {
+      ...receipt,
       commit: async (value) => {
         this.commitCalls++;
         if (this.failCommits > 0) {
           this.failCommits--;
           throw new ClaimerUnavailableError('injected commit outage');
         }
-        return inner.commit(value);
+        return receipt.commit(value);
       },
       release: async (options) => {
         this.releaseCalls++;
@@ -171,11 +176,9 @@ export class FlakyClaimer implements Claimer {
           this.failReleases--;
           throw new ClaimerUnavailableError('injected release outage');
         }
-        return inner.release(options);
+        return receipt.release(options);
       },
-      extend: (ttl) => inner.extend(ttl),
     };
-    return { ...result, receipt };
   }
 }
 

@@ -153,6 +153,24 @@ describe('KafkaSource on a fake client', () => {
     return { kafka, source, consumer };
   }
 
+  /** A started consumer on partition 0 of `orders` whose claim commits wait until the test opens them. */
+  async function gatedSetup(commitIntervalMs: number) {
+    const kafka = new FakeKafka(['orders', 'orders.dlq']);
+    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs });
+    const claimer = new GatedCommitClaimer(new InMemoryClaimer());
+    const handled: string[] = [];
+    const consumer = new TestConsumer({ name: 'billing', claimer, source }, async (message) => {
+      handled.push(message.body.id);
+      return ack();
+    });
+    consumers.push(consumer);
+    await consumer.start();
+    const client = kafka.consumers[0]!;
+    client.join({ orders: [0] });
+    const open = (offset: number) => claimer.open(`billing:orders-0-${offset}`);
+    return { client, consumer, handled, open };
+  }
+
   test('start fails closed when a dead-letter topic is missing; `create` creates it', async () => {
     const a = await setup(async () => ack(), {}, ['orders']);
     await expect(a.consumer.start()).rejects.toThrow(/dead-letter topic\(s\) missing: "orders.dlq"/);
@@ -254,78 +272,44 @@ describe('KafkaSource on a fake client', () => {
   });
 
   test('commits are pipelined: later records run while earlier commits are held, and the committed offset never passes a record whose commit has not ended', async () => {
-    const kafka = new FakeKafka(['orders', 'orders.dlq']);
-    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10 });
-    const claimer = new GatedCommitClaimer(new InMemoryClaimer());
-    const handled: string[] = [];
-    const consumer = new TestConsumer({ name: 'billing', claimer, source }, async (message) => {
-      handled.push(message.body.id);
-      return ack();
-    });
-    consumers.push(consumer);
-    await consumer.start();
-    const client = kafka.consumers[0]!;
-    client.join({ orders: [0] });
+    const { client, consumer, handled, open } = await gatedSetup(10);
     await client.deliver('orders', 0, [0, 1, 2, 3]);
     await waitFor(() => handled.length === 4, 'all four handled with every commit held');
     expect(handled).toEqual(['0-0', '0-1', '0-2', '0-3']);
-    const key = (offset: number) => `billing:orders-0-${offset}`;
-    claimer.open(key(2));
-    claimer.open(key(1));
+    open(2);
+    open(1);
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(client.committedOffsets('orders', 0)).toEqual([]); // offset 0's commit still held
-    claimer.open(key(0));
+    open(0);
     await waitFor(() => client.committedOffsets('orders', 0).includes('3'), 'offsets 0-2 settled');
-    claimer.open(key(3));
+    open(3);
     await waitFor(() => client.committedOffsets('orders', 0).includes('4'), 'offset 3 settled');
     expect(client.committedOffsets('orders', 0)).toEqual(['3', '4']);
     expect(consumer.count('committed')).toBe(4);
   });
 
   test('at most 256 commits per partition are in flight; the worker waits for one to end before the next handler', async () => {
-    const kafka = new FakeKafka(['orders', 'orders.dlq']);
-    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10 });
-    const claimer = new GatedCommitClaimer(new InMemoryClaimer());
-    let handled = 0;
-    const consumer = new TestConsumer({ name: 'billing', claimer, source }, async () => {
-      handled++;
-      return ack();
-    });
-    consumers.push(consumer);
-    await consumer.start();
-    const client = kafka.consumers[0]!;
-    client.join({ orders: [0] });
+    const { client, handled, open } = await gatedSetup(10);
     await client.deliver('orders', 0, Array.from({ length: 300 }, (_, i) => i));
-    await waitFor(() => handled === 256, '256 handled');
+    await waitFor(() => handled.length === 256, '256 handled');
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(handled).toBe(256);
-    claimer.open('billing:orders-0-0');
-    await waitFor(() => handled === 257, 'one more after one commit ended');
-    for (let i = 1; i < 300; i++) claimer.open(`billing:orders-0-${i}`);
+    expect(handled.length).toBe(256);
+    open(0);
+    await waitFor(() => handled.length === 257, 'one more after one commit ended');
+    for (let i = 1; i < 300; i++) open(i);
     await waitFor(() => client.committedOffsets('orders', 0).includes('300'), 'all 300 committed');
   });
 
   test('graceful stop waits for commits in flight, then commits their offsets', async () => {
-    const kafka = new FakeKafka(['orders', 'orders.dlq']);
-    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 60_000 });
-    const claimer = new GatedCommitClaimer(new InMemoryClaimer());
-    let handled = 0;
-    const consumer = new TestConsumer({ name: 'billing', claimer, source }, async () => {
-      handled++;
-      return ack();
-    });
-    consumers.push(consumer);
-    await consumer.start();
-    const client = kafka.consumers[0]!;
-    client.join({ orders: [0] });
+    const { client, consumer, handled, open } = await gatedSetup(60_000);
     await client.deliver('orders', 0, [0, 1, 2]);
-    await waitFor(() => handled === 3, 'three handled, commits held');
+    await waitFor(() => handled.length === 3, 'three handled, commits held');
     let stopped = false;
     const stopping = consumer.stop().then(() => (stopped = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(stopped).toBe(false);
     expect(client.committedOffsets('orders', 0)).toEqual([]);
-    for (const offset of [0, 1, 2]) claimer.open(`billing:orders-0-${offset}`);
+    for (const offset of [0, 1, 2]) open(offset);
     await stopping;
     expect(client.committedOffsets('orders', 0)).toEqual(['3']);
     expect(client.disconnected).toBe(true);

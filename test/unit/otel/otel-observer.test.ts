@@ -23,7 +23,7 @@ import {
   reject,
   type Receipt,
 } from '../../../src';
-import { FlakyClaimer, FnConsumer, type Handler } from '../helpers';
+import { FlakyClaimer, FnConsumer, type Handler, WrappingClaimer } from '../helpers';
 import { childrenOf, counterBy, dataPoints, histogramCountBy, installOtel, type OtelHarness, onlySpan, RecordingObserver, spansNamed } from './otel-harness';
 
 const QUEUE = 'orders';
@@ -556,25 +556,9 @@ class ChannelClosedError extends Error {
 }
 
 /** A claimer whose receipts lose their lease before the commit: every commit is fenced. */
-class FencedClaimer implements Claimer {
-  constructor(private readonly inner: Claimer) {}
-  get kind() {
-    return this.inner.kind;
-  }
-  async claim(key: string, options: Parameters<Claimer['claim']>[1]) {
-    const result = await this.inner.claim(key, options);
-    if (result.state !== 'acquired') return result;
-    const inner = result.receipt;
-    const receipt: Receipt = {
-      key: inner.key,
-      acquired: true,
-      ownerToken: inner.ownerToken,
-      fencingToken: inner.fencingToken,
-      commit: async () => Promise.reject(new LeaseLostError(key, inner.fencingToken, "commit")),
-      release: () => inner.release(),
-      extend: (ttl) => inner.extend(ttl),
-    };
-    return { ...result, receipt };
+class FencedClaimer extends WrappingClaimer {
+  protected wrap(receipt: Receipt): Receipt {
+    return { ...receipt, commit: async () => Promise.reject(new LeaseLostError(receipt.key, receipt.fencingToken, 'commit')) };
   }
 }
 
