@@ -333,9 +333,16 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     try {
       result = await this.pipeline(delivery, preclaimed, trace, permit);
     } catch (error) {
-      // A bug in the pipeline or a subclass hook: never lose the message.
-      this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error; requeueing the delivery');
-      result = await this.requeue(delivery, trace, { cause: 'retry' }, this.options.busyRequeueDelayMs, { outcome: 'claim_failed', handled: false, error });
+      if (permit.handled) {
+        // The handler acked and its commit was started: the effect is applied, and the source
+        // may have moved on (Settler.handled). Ack; the commit's outcome is unknown.
+        this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error after the handler acked; acking the delivery (the commit may not have landed)');
+        result = await this.ack(delivery, trace, false, { outcome: 'commit_failed', handled: true, error });
+      } else {
+        // A bug in the pipeline or a subclass hook: never lose the message.
+        this.logger.error({ err: error, consumer: this.name }, 'unexpected pipeline error; requeueing the delivery');
+        result = await this.requeue(delivery, trace, { cause: 'retry' }, this.options.busyRequeueDelayMs, { outcome: 'claim_failed', handled: false, error });
+      }
     }
     const final = result as { -readonly [K in keyof DeliveryResult]: DeliveryResult[K] };
     final.durationMs = performance.now() - started;
@@ -480,6 +487,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       // The effect is done and its commit is on its way; whatever the commit's outcome, the
       // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
       permit.release();
+      permit.handled = true;
       if (delivery.settler.handled) this.signalHandled(delivery, key);
       const commit = await committing;
       if (commit.outcome !== 'committed') {
@@ -681,6 +689,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 /** One delivery's concurrency permit: released once, when its handler is done or when it ends. */
 class Permit {
   private held = true;
+  /** Set once the settler was told the delivery is handled: from then on it must end in an ack. */
+  handled = false;
 
   constructor(private readonly limiter: Semaphore) {}
 

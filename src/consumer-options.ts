@@ -5,7 +5,7 @@ import type { Claimer } from './claimer';
 import { ConfigurationError } from './errors';
 import { checkTtl } from './keys';
 import { MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
-import type { Logger } from './logger';
+import { guardLogger, type Logger } from './logger';
 import type { ConsumerObserver } from './observer';
 import type { BackoffPolicy } from './retry';
 import type { MessageSource } from './source';
@@ -142,6 +142,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   if (!logger || typeof logger !== 'object' || (['debug', 'info', 'warn', 'error'] as const).some((m) => typeof logger[m] !== 'function')) {
     throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');
   }
+  (resolved as { logger: Logger }).logger = guardLogger(resolved.logger);
   if (!Array.isArray(resolved.observers) || resolved.observers.some((o) => !o || typeof o !== 'object')) {
     throw new ConfigurationError('observers must be an array of ConsumerObserver objects');
   }

@@ -16,6 +16,23 @@ export const consoleWarnLogger: Logger = {
   error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', msg, ...serialise(obj) })}\n`),
 };
 
+/**
+ * Wraps `logger` so a call that throws is dropped: the consumer logs on its failure paths, and a
+ * broken logger must not turn a handled failure into a lost or stuck delivery.
+ */
+export function guardLogger(logger: Logger): Logger {
+  const guard =
+    (level: keyof Logger) =>
+    (obj: object, msg?: string): void => {
+      try {
+        logger[level](obj, msg);
+      } catch {
+        // nothing sensible to do with a logger that throws
+      }
+    };
+  return { debug: guard('debug'), info: guard('info'), warn: guard('warn'), error: guard('error') };
+}
+
 /** A logger that drops everything. */
 export const silentLogger: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 

@@ -130,7 +130,7 @@ export class LeaseReceipt implements Receipt {
   private call(fn: () => Promise<LeaseOutcome>): Promise<LeaseOutcome> {
     let pending: Promise<LeaseOutcome>;
     try {
-      pending = fn();
+      pending = Promise.resolve(fn());
     } catch (error) {
       return Promise.reject(this.unavailable(error));
     }

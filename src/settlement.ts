@@ -29,7 +29,7 @@ export function commitWithin(receipt: Receipt, result: JsonValue | undefined, de
   // Fast path (per message): one attempt without the retry machinery or an async frame.
   let first: Promise<void>;
   try {
-    first = receipt.commit(result);
+    first = Promise.resolve(receipt.commit(result));
   } catch (error) {
     first = Promise.reject(error);
   }

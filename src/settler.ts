@@ -52,8 +52,9 @@ export interface Settler {
   reject(info: RejectInfo): Promise<void>;
   /**
    * Optional. Called at most once, when the handler returned `ack` and the claim's commit has
-   * been issued to the claimer but not yet confirmed; `ack` follows once the commit ended
-   * (whatever its outcome: the effect is applied either way). A source that keeps order may
+   * been started (issued to the claimer, or handed to an observer's `commit` step) but not yet
+   * confirmed; `ack` follows once the commit ended (whatever its outcome: the effect is applied
+   * either way). A source that keeps order may
    * start the next message of the same partition or queue now instead of waiting a commit round
    * trip. The pipeline never calls it for a requeue or a reject. Must not throw (a throw is
    * logged and ignored).

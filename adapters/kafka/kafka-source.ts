@@ -17,7 +17,7 @@
  *   which member owns the partition (KIP-62 era coordinator; kafkajs issue #1046): a member that
  *   rejoined could commit a partition that moved to another member. Each group join therefore
  *   starts a new generation here; workers of the old one stop (their in-flight dispatch finishes
- *   and commits its claim), and only workers of the current generation, for partitions in the
+ *   and commits its claim, and claim commits in flight end), and only workers of the current generation, for partitions in the
  *   current assignment, are ever committed. The check and the commit call run in one synchronous
  *   step, and the commit is sent once (no client retry that could carry a newer generation).
  *   The broker refuses commits of an older generation (`ILLEGAL_GENERATION`) on its own.
@@ -248,7 +248,8 @@ export class KafkaSource implements MessageSource {
 
   /**
    * Graceful shutdown, step 1 (called by `ConsumerBase.stop()`): pauses every partition so
-   * nothing more is fetched, and stops every worker after its in-flight dispatch; queued records
+   * nothing more is fetched, and stops every worker after its in-flight dispatch and claim
+   * commits; queued records
    * are dropped (their early claims released) and stay uncommitted. The group membership stays,
    * so the in-flight records' offsets can still be committed. Safe to repeat.
    */

@@ -103,12 +103,20 @@ class RecordSettler implements Settler {
     wake?.(undefined);
   }
 
-  /** Resolves with the dispatch's result, or with undefined as soon as `handled` is called. */
+  /** True once `handled` was called. */
+  get wokeEarly(): boolean {
+    return this.early;
+  }
+
+  /**
+   * Resolves with the dispatch's result, or with undefined as soon as `handled` is called;
+   * rejects if the dispatch rejects first (a sink bug).
+   */
   until(dispatching: Promise<DeliveryResult>): Promise<DeliveryResult | undefined> {
     if (this.early) return Promise.resolve(undefined);
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       this.wake = resolve;
-      void dispatching.then(resolve);
+      dispatching.then(resolve, reject);
     });
   }
 }
@@ -152,7 +160,7 @@ export class PartitionWorker {
   lastSettled: string | undefined;
   /** The last offset committed for this worker. */
   committed: string | undefined;
-  /** Resolves when the worker stopped and its in-flight dispatch (if any) ended. Never rejects. */
+  /** Resolves when the worker stopped and its in-flight dispatch and claim commits (if any) ended. Never rejects. */
   readonly done: Promise<void>;
 
   private readonly queue: QueuedRecord[] = [];
@@ -315,25 +323,32 @@ export class PartitionWorker {
       this.current = item;
       const startedAt = performance.now();
       let result: DeliveryResult | undefined;
+      let pipelined = false;
       try {
         const dispatching = this.host.sink.dispatch(delivery, prepared?.claim);
         result = await settler.until(dispatching);
         if (result === undefined) {
           // Handled and committing: move on; the commit's end settles the record later.
+          pipelined = true;
           this.pipelined++;
-          void dispatching.then(() => this.pipelineEnded(item, settler));
+          dispatching.then(
+            () => this.pipelineEnded(item, settler, undefined),
+            (error: unknown) => this.pipelineEnded(item, settler, error),
+          );
         }
       } finally {
         this.current = undefined;
         this.host.slots.release();
-        if (result !== undefined) this.host.dispatchEnded();
+        if (!pipelined) this.host.dispatchEnded();
       }
       this.observe(performance.now() - startedAt);
-      if (result === undefined) {
+      if (pipelined) {
         this.cursor++;
+        this.unavailableStreak = 0;
         if (this.pipelined >= MAX_PIPELINED) await this.pipelineDrained();
         return;
       }
+      if (result === undefined) return; // not reached: until() resolved early without handled()
       const settlement = settler.settlement;
       if (settlement === undefined) {
         // The settle failed: a dead letter not written before the partition was revoked or the
@@ -350,6 +365,14 @@ export class PartitionWorker {
         return;
       }
       if (settlement.cause === 'shutdown' || this.stopped) return;
+      if (settlement.cause === 'busy' && this.pipelined > 0) {
+        // Most likely held by this very worker: an earlier record with the same key whose commit
+        // is still in flight. Wait for those commits, then claim again at once (it is done now).
+        while (this.pipelined > 0) await this.pipelineDrained();
+        if (this.stopped) return;
+        this.host.count('requeuedInPlace');
+        continue;
+      }
       if (settlement.cause === 'retry') retries++;
       let delayMs = settlement.delayMs;
       if (settlement.cause === 'claimer_unavailable') {
@@ -365,21 +388,30 @@ export class PartitionWorker {
   }
 
   /** The end of a dispatch that woke the worker early (its commit ended). */
-  private pipelineEnded(item: QueuedRecord, settler: RecordSettler): void {
-    this.pipelined--;
-    this.host.dispatchEnded();
-    if (settler.settlement === ACK) {
-      this.settled(item);
-    } else {
-      // Not reachable through ConsumerBase (a handled delivery is always acked). Later records
-      // already ran, so this one cannot be dispatched again in order: leave it unsettled (no
-      // offset moves past it) and stop; it comes again after the next rebalance.
-      this.host.logger.error({ topic: this.topic, partition: this.partition, offset: item.record.offset }, 'twophase/kafka: a record signalled handled but was not acked; its partition stops here');
+  private pipelineEnded(item: QueuedRecord, settler: RecordSettler, error: unknown): void {
+    try {
+      this.pipelined--;
+      this.host.dispatchEnded();
+      if (error === undefined && settler.settlement === ACK) {
+        this.settled(item);
+      } else {
+        // Not reachable through ConsumerBase (a handled delivery always ends in an ack). Later
+        // records already ran, so this one cannot be dispatched again in order: leave it
+        // unsettled (no offset moves past it) and stop; it comes again after the next rebalance.
+        this.host.logger.error(
+          { err: error, topic: this.topic, partition: this.partition, offset: item.record.offset },
+          'twophase/kafka: a record signalled handled but was not acked; its partition stops here',
+        );
+        this.stop('revoked');
+      }
+    } catch (bug) {
+      this.host.logger.error({ err: bug, topic: this.topic, partition: this.partition }, 'twophase/kafka: settling a pipelined record failed; the partition stops here');
       this.stop('revoked');
+    } finally {
+      const waiter = this.pipelineWaiter;
+      this.pipelineWaiter = undefined;
+      waiter?.();
     }
-    const waiter = this.pipelineWaiter;
-    this.pipelineWaiter = undefined;
-    waiter?.();
   }
 
   /** Pauses the partition's fetching and waits `delayMs` (cut short by a stop). */
@@ -416,7 +448,9 @@ export class PartitionWorker {
       if (claim.kind === 'claimed') {
         if (claim.result.state === 'acquired') acquiredKeys.add(claim.key);
         // A repeat of a key acquired earlier in this chunk answers busy (held by this very
-        // worker): claim it again at dispatch, when the earlier record is done.
+        // worker): claim it again at dispatch. If the earlier record's commit is still in
+        // flight then, the dispatch answers busy and process() waits for the pipeline, not for
+        // the busy delay.
         else if (claim.result.state === 'busy' && acquiredKeys.has(claim.key)) claim = { kind: 'skipped' };
       }
       item.prepared = { claim, delivery: deliveries[i]!, settler: settlers[i]!, at };

@@ -3,8 +3,8 @@
  * the commit is confirmed; the ack still waits for the commit. The handler's concurrency slot is
  * freed at that point.
  */
-import { ack, type ConsumerEvent, InMemoryClaimer, PermanentError, reject, requeue, silentLogger } from '../../src';
-import { FnConsumer, fastOptions, GatedCommitClaimer, recordingDelivery } from './helpers';
+import { ack, type ConsumerEvent, InMemoryClaimer, PermanentError, type Receipt, reject, requeue, silentLogger } from '../../src';
+import { FnConsumer, fastOptions, GatedCommitClaimer, recordingDelivery, WrappingClaimer } from './helpers';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -70,6 +70,27 @@ describe('Settler.handled', () => {
     expect((await first).outcome).toBe('committed');
     expect((await second).outcome).toBe('committed');
     expect(consumer.health().inFlight).toBe(0);
+  });
+
+  test('once handled was signalled the delivery always ends in an ack, even when the pipeline throws afterwards', async () => {
+    class FailingCommitClaimer extends WrappingClaimer {
+      protected wrap(receipt: Receipt): Receipt {
+        return { ...receipt, commit: () => Promise.reject(new Error('store rejected the commit')) };
+      }
+    }
+    const logger = {
+      ...silentLogger,
+      error: () => {
+        throw new Error('logger bug');
+      },
+    };
+    const consumer = new FnConsumer({ ...fastOptions(new FailingCommitClaimer(new InMemoryClaimer())), logger }, async () => ack());
+    let handledCalls = 0;
+    const delivery = recordingDelivery({ key: 'k' }, { handled: () => void handledCalls++ });
+    const result = await consumer.dispatch(delivery);
+    expect(handledCalls).toBe(1);
+    expect(result).toMatchObject({ action: 'ack', outcome: 'commit_failed', handled: true });
+    expect(delivery.calls).toEqual([{ op: 'ack', duplicate: false }]);
   });
 
   test('a hook that throws is logged and ignored: the key is still committed and the delivery acked', async () => {

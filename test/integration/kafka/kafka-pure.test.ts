@@ -3,7 +3,7 @@
  * headers, the producer helper, the CLI's broker parsing, and, on an in-process fake client,
  * group generations, commit fencing, in-place retries and dead-letter retries. Needs no service.
  */
-import { ack, ConfigurationError, InMemoryClaimer, InvalidKeyError, PermanentError, RetryableError, silentLogger } from '../../../src';
+import { ack, ConfigurationError, type Delivery, InMemoryClaimer, InvalidKeyError, PermanentError, RetryableError, silentLogger } from '../../../src';
 import { deadLetterRecord, HEADERS, KafkaSource, type KafkaSourceOptions, readHeader, replayRecord, withIdempotencyKey } from '../../../adapters/kafka';
 import { parseBrokers } from '../../../adapters/cli/backends/kafka';
 import { FakeKafka } from './support/fake-client';
@@ -313,6 +313,58 @@ describe('KafkaSource on a fake client', () => {
     await stopping;
     expect(client.committedOffsets('orders', 0)).toEqual(['3']);
     expect(client.disconnected).toBe(true);
+  });
+
+  test('a duplicate right behind its original (same key, commit still in flight) waits for the commit, not for the busy delay', async () => {
+    class SameKeyConsumer extends TestConsumer {
+      protected override messageKey(): string {
+        return 'same-key';
+      }
+    }
+    const kafka = new FakeKafka(['orders', 'orders.dlq']);
+    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10 });
+    const claimer = new GatedCommitClaimer(new InMemoryClaimer());
+    let runs = 0;
+    const consumer = new SameKeyConsumer({ name: 'billing', claimer, source, busyRequeueDelayMs: 60_000 }, async () => {
+      runs++;
+      return ack();
+    });
+    consumers.push(consumer);
+    await consumer.start();
+    const client = kafka.consumers[0]!;
+    client.join({ orders: [0] });
+    await client.deliver('orders', 0, [0, 1]);
+    await waitFor(() => claimer.waiting.length === 1 && consumer.count('busy') === 1, 'offset 1 busy behind the held commit of offset 0');
+    claimer.open('billing:same-key');
+    // With the 60 s busy delay this would time out; it settles as soon as the commit ended.
+    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), 'both settled', 5000);
+    expect(runs).toBe(1);
+    expect(consumer.count('done_duplicate')).toBe(1);
+  });
+
+  test('a sink whose dispatch rejects (a bug) stops only its partition: the slot is freed, other partitions go on, close() returns', async () => {
+    const kafka = new FakeKafka(['orders', 'orders.dlq']);
+    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10 });
+    const dispatched: string[] = [];
+    const sink = {
+      dispatch: async (delivery: Delivery) => {
+        const partition = Number(delivery.metadata.attributes?.partition);
+        if (partition === 0) throw new Error('sink bug');
+        await delivery.settler.ack({ duplicate: false });
+        dispatched.push(`${partition}-${String(delivery.metadata.attributes?.offset)}`);
+        return { action: 'ack' as const, outcome: 'committed' as const, handled: true, durationMs: 0 };
+      },
+      claimBatch: async (deliveries: readonly Delivery[]) => deliveries.map(() => ({ kind: 'skipped' as const })),
+    };
+    await source.start(sink, { concurrency: 1 });
+    const client = kafka.consumers[0]!;
+    client.join({ orders: [0, 1] });
+    await client.deliver('orders', 0, [0, 1]);
+    await client.deliver('orders', 1, [0]);
+    await waitFor(() => client.committedOffsets('orders', 1).includes('1'), 'partition 1 processed with the one slot');
+    expect(dispatched).toEqual(['1-0']);
+    await source.close();
+    expect(client.committedOffsets('orders', 0)).toEqual([]);
   });
 
   test('graceful stop pauses everything, finishes the in-flight record, commits it, and disconnects', async () => {
