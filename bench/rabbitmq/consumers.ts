@@ -51,9 +51,10 @@ export async function runRaw(queue: string, prefetch: number, count: number): Pr
 
 /**
  * The RabbitMQ source alone, with a sink that acks at once: the adapter's own cost (delivery
- * objects, settler, channel generation) without the core pipeline.
+ * objects, settler, channel generation) without the core pipeline. With `burnUs`, the sink first
+ * spins that many µs of CPU per message, to show what a per-message cost does to the rate.
  */
-export async function runAdapterOnly(queue: string, prefetch: number, count: number): Promise<Measured> {
+export async function runAdapterOnly(queue: string, prefetch: number, count: number, burnUs = 0): Promise<Measured> {
   let first = 0;
   let done = 0;
   let cpu = process.cpuUsage();
@@ -64,6 +65,12 @@ export async function runAdapterOnly(queue: string, prefetch: number, count: num
       if (first === 0) {
         first = performance.now();
         cpu = process.cpuUsage();
+      }
+      if (burnUs > 0) {
+        const until = performance.now() + burnUs / 1000;
+        while (performance.now() < until) {
+          // spin: a stand-in for per-message CPU work
+        }
       }
       await delivery.settler.ack({ duplicate: false });
       if (++done === count) finish({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });

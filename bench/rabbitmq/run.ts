@@ -15,6 +15,8 @@
  *   BENCH_PREFETCH    comma-separated prefetches  (default 10,100,1000)
  *   BENCH_VARIANTS    raw,adapter,memory,redis,memory-batch,redis-batch (default raw,memory,redis);
  *                     `adapter` is the source with a sink that acks at once (the adapter's own cost),
+ *                     `adapter-burn<N>` the same sink spending N µs of CPU per message before the
+ *                     ack (what a given per-message cost does to the rate),
  *                     `*-batch` turn on the source's `batchClaims`
  *   BENCH_OUT         output file                 (default bench/results/rabbitmq.json)
  *   TWOPHASE_AMQP_URL, REDIS_PORT
@@ -29,7 +31,7 @@ import Redis from 'ioredis';
 import { connectAdmin, declareQueue, deleteTopology, fill } from './broker';
 import { type Measured, memoryClaimer, redisClaimer, runAdapterOnly, runRaw, runTwophase } from './consumers';
 
-type Variant = 'raw' | 'adapter' | 'memory' | 'redis' | 'memory-batch' | 'redis-batch';
+type Variant = 'raw' | 'adapter' | 'memory' | 'redis' | 'memory-batch' | 'redis-batch' | `adapter-burn${number}`;
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 100_000);
 const bodyBytes = Number(process.env.BENCH_BODY_BYTES ?? 1024);
@@ -83,8 +85,8 @@ async function main(): Promise<void> {
         const prefix = `twophase-bench-${runId}`;
         if (variant === 'raw') {
           measured = await runRaw(queue, prefetch, messages);
-        } else if (variant === 'adapter') {
-          measured = await runAdapterOnly(queue, prefetch, messages);
+        } else if (variant === 'adapter' || variant.startsWith('adapter-burn')) {
+          measured = await runAdapterOnly(queue, prefetch, messages, variant === 'adapter' ? 0 : Number(variant.slice('adapter-burn'.length)));
         } else if (variant === 'memory' || variant === 'memory-batch') {
           measured = await runTwophase(queue, prefetch, messages, memoryClaimer(), variant === 'memory-batch');
         } else {
