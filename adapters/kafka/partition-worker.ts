@@ -103,11 +103,6 @@ class RecordSettler implements Settler {
     wake?.(undefined);
   }
 
-  /** True once `handled` was called. */
-  get wokeEarly(): boolean {
-    return this.early;
-  }
-
   /**
    * Resolves with the dispatch's result, or with undefined as soon as `handled` is called;
    * rejects if the dispatch rejects first (a sink bug).
