@@ -1,6 +1,6 @@
 /** A small seeded PRNG (mulberry32), so a demo run can be reproduced with --seed. */
 export class Rng {
-  private state: number;
+  protected state: number;
   constructor(seed: number) {
     this.state = seed >>> 0;
   }

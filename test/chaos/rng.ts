@@ -1,20 +1,10 @@
-/** A small seeded PRNG (mulberry32): the same seed gives the same fault schedule and message plan. */
-export class Rng {
-  private state: number;
+/**
+ * The demo's seeded PRNG (mulberry32) with what the chaos harness needs besides: the same seed
+ * gives the same fault schedule and message plan.
+ */
+import { Rng as DemoRng } from '../../examples/demo/rng';
 
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  /** Uniform in [0, 1). */
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-
+export class Rng extends DemoRng {
   /** Integer in [min, max]. */
   int(min: number, max: number): number {
     return min + Math.floor(this.next() * (max - min + 1));

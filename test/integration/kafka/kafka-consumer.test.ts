@@ -13,36 +13,19 @@ import {
   EffectLog,
   fastSource,
   keyedProducer,
-  makeKafka,
+  kafkaSuite,
   messages,
   recordEvents,
   TestConsumer,
-  TopicFixture,
   unique,
   waitFor,
 } from './support/kafka-helpers';
-import { RedisFixture } from './support/redis-fixture';
 
 describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redis claimer', () => {
-  let kafka: Kafka;
-  let topics: TopicFixture;
-  let redis: RedisFixture;
-  const consumers: TestConsumer[] = [];
+  const { kafka, topics, redis, consumers } = kafkaSuite('twophase-consumer-suite');
 
   beforeAll(async () => {
-    kafka = makeKafka('twophase-consumer-suite');
-    topics = new TopicFixture(kafka);
-    redis = new RedisFixture();
     await topics.connect();
-  });
-
-  afterEach(async () => {
-    await Promise.all(consumers.splice(0).map((c) => c.stop()));
-  });
-
-  afterAll(async () => {
-    await topics.destroy();
-    await redis.destroy();
   });
 
   test('duplicates with the same key apply one effect; offsets reach the high watermarks', async () => {

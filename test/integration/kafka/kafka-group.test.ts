@@ -4,34 +4,14 @@
  * handler (S08). Nothing is lost, each key's effect happens once, and no member commits a
  * partition it does not own.
  */
-import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
 import type { KafkaSource } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import { EffectLog, fastSource, keyedProducer, makeKafka, messages, ownershipGuard, TestConsumer, TopicFixture, unique, waitFor } from './support/kafka-helpers';
-import { RedisFixture } from './support/redis-fixture';
+import { EffectLog, fastSource, keyedProducer, kafkaSuite, messages, ownershipGuard, TestConsumer, unique, waitFor } from './support/kafka-helpers';
 import { uniquePrefix } from '../redis/support/redis-helpers';
 
 describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership changes', () => {
-  let kafka: Kafka;
-  let topics: TopicFixture;
-  let redis: RedisFixture;
-  const consumers: TestConsumer[] = [];
-
-  beforeAll(async () => {
-    kafka = makeKafka('twophase-group-suite');
-    topics = new TopicFixture(kafka);
-    redis = new RedisFixture();
-  });
-
-  afterEach(async () => {
-    await Promise.all(consumers.splice(0).map((c) => c.stop()));
-  });
-
-  afterAll(async () => {
-    await topics.destroy();
-    await redis.destroy();
-  });
+  const { kafka, topics, redis, consumers } = kafkaSuite('twophase-group-suite');
 
   test('members 2 → 3 → 1 while producing: nothing lost, exactly one effect per key, no commit of a partition not owned', async () => {
     const topic = await topics.create('group', 6);

@@ -4,36 +4,16 @@
  * broker evicts the member, its offset commit fails and is handled, and the record delivered
  * again after the rejoin is skipped as a duplicate. The effect happens once either way.
  */
-import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
 import type { KafkaSourceEvent } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import { fastSource, keyedProducer, makeKafka, messages, recordEvents, TestConsumer, TopicFixture, unique, waitFor } from './support/kafka-helpers';
-import { RedisFixture } from './support/redis-fixture';
+import { fastSource, keyedProducer, kafkaSuite, messages, recordEvents, TestConsumer, unique, waitFor } from './support/kafka-helpers';
 
 /** `sessionTimeout` at the broker's minimum (`group.min.session.timeout.ms`), heartbeats every 2 s. */
 const SESSION = { sessionTimeout: 6000, heartbeatInterval: 2000, rebalanceTimeout: 8000 } as const;
 
 describeWithServices(['kafka', 'redis'], 'Kafka adapter: S09 session timeout with long processing', () => {
-  let kafka: Kafka;
-  let topics: TopicFixture;
-  let redis: RedisFixture;
-  const consumers: TestConsumer[] = [];
-
-  beforeAll(() => {
-    kafka = makeKafka('twophase-session-suite');
-    topics = new TopicFixture(kafka);
-    redis = new RedisFixture();
-  });
-
-  afterEach(async () => {
-    await Promise.all(consumers.splice(0).map((c) => c.stop()));
-  });
-
-  afterAll(async () => {
-    await topics.destroy();
-    await redis.destroy();
-  });
+  const { kafka, topics, redis, consumers } = kafkaSuite('twophase-session-suite');
 
   async function setup(label: string) {
     const topic = await topics.create(label, 1);

@@ -17,6 +17,7 @@ import {
 } from '../../../../src';
 import { KafkaSource, type KafkaSourceEvent, type KafkaSourceOptions, KeyedProducer, type KeyedMessage } from '../../../../adapters/kafka';
 import { SERVICES } from '../../../support/services';
+import { RedisFixture } from './redis-fixture';
 
 /** The dev broker (`npm run kafka:start`). */
 export const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
@@ -207,4 +208,25 @@ export function ownershipGuard(source: KafkaSource): string[] {
     }
   });
   return violations;
+}
+
+/**
+ * What every real-broker Kafka suite shares: a client, its topics and Redis claimers, and the
+ * consumers it starts, with the hooks that stop the consumers after each test and delete the
+ * topics and Redis keys after the suite. Call it inside the suite's describe block.
+ */
+export function kafkaSuite(clientId: string): { kafka: Kafka; topics: TopicFixture; redis: RedisFixture; consumers: TestConsumer[] } {
+  const kafka = makeKafka(clientId);
+  const topics = new TopicFixture(kafka);
+  const redis = new RedisFixture();
+  const consumers: TestConsumer[] = [];
+  afterEach(async () => {
+    await Promise.all(consumers.splice(0).map((c) => c.stop()));
+  });
+  afterAll(async () => {
+    await Promise.all(consumers.splice(0).map((c) => c.stop()));
+    await topics.destroy();
+    await redis.destroy();
+  });
+  return { kafka, topics, redis, consumers };
 }
