@@ -25,6 +25,8 @@ export interface InMemoryClaimerOptions {
 }
 
 interface KeyRecord {
+  /** The record's own key, so the sweep can walk `records.values()` (no entry pair per step). */
+  readonly key: string;
   state: 'leased' | 'done' | 'released';
   owner: string;
   fence: number;
@@ -55,7 +57,7 @@ export class InMemoryClaimer implements Claimer {
   private fenceCounter = 0;
   /** Owner tokens are this random instance id plus the fencing token: unique without a UUID per claim. */
   private readonly instanceId = randomUUID();
-  private sweepCursor: Iterator<[string, KeyRecord]> | undefined;
+  private sweepCursor: Iterator<KeyRecord> | undefined;
   private readonly operations: LeaseOperations = {
     commit: async (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
     release: async (lease, resetAttempts) => this.releaseLease(lease, resetAttempts),
@@ -118,6 +120,7 @@ export class InMemoryClaimer implements Claimer {
       return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
     }
     const next: KeyRecord = {
+      key,
       state: 'leased',
       owner: `${this.instanceId}:${this.fenceCounter + 1}`,
       fence: ++this.fenceCounter,
@@ -180,14 +183,14 @@ export class InMemoryClaimer implements Claimer {
 
   private sweep(now: number): void {
     for (let i = 0; i < this.sweepPerClaim; i++) {
-      this.sweepCursor ??= this.records.entries();
+      this.sweepCursor ??= this.records.values();
       const next = this.sweepCursor.next();
       if (next.done) {
         this.sweepCursor = undefined;
         return;
       }
-      const [key, record] = next.value;
-      if (now >= record.retainUntil) this.records.delete(key);
+      const record = next.value;
+      if (now >= record.retainUntil) this.records.delete(record.key);
     }
   }
 }
