@@ -50,6 +50,61 @@ export async function runRaw(queue: string, prefetch: number, count: number): Pr
 }
 
 /**
+ * The floor: raw amqplib plus the least work any claim-before-effect, commit-before-ack design
+ * does per message, written inline with no SDK around it.
+ *
+ *   floor-memory  one Map lookup and two Map writes per message (claim, then mark done)
+ *   floor-redis   one plain `SET key owner NX PX` before the ack and one `SET key done PX` after,
+ *                 no Lua, no fencing, on an auto-pipelining client (concurrent commands share writes)
+ *
+ * A goal above the floor's ratio cannot be met by any design that records a claim per key in
+ * that store; twophase's distance to the floor is its own overhead.
+ */
+export async function runFloor(queue: string, prefetch: number, count: number, store: 'memory' | Redis, prefix: string): Promise<Measured> {
+  const model = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: 'twophase-bench-floor' } });
+  const ch = await model.createChannel();
+  await ch.prefetch(prefetch, false);
+  const claims = new Map<string, number>();
+  let seen = 0;
+  let first = 0;
+  let cpu = process.cpuUsage();
+  let finish!: (m: Measured) => void;
+  const finished = new Promise<Measured>((resolve) => (finish = resolve));
+  const acked = (message: amqp.ConsumeMessage) => {
+    ch.ack(message, false);
+    if (++seen === count) finish({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });
+  };
+  await ch.consume(
+    queue,
+    (message) => {
+      if (!message) return;
+      if (first === 0) {
+        first = performance.now();
+        cpu = process.cpuUsage();
+      }
+      const key = String(message.properties.headers?.['idempotency-key']);
+      if (store === 'memory') {
+        if (claims.get(key) === undefined) {
+          claims.set(key, 1);
+          claims.set(key, 2);
+        }
+        acked(message);
+        return;
+      }
+      const recordKey = `${prefix}:{${key}}`;
+      void store
+        .set(recordKey, 'leased', 'PX', 30_000, 'NX')
+        .then((claimed) => (claimed === 'OK' ? store.set(recordKey, 'done', 'PX', 600_000) : undefined))
+        .then(() => acked(message));
+    },
+    { noAck: false },
+  );
+  const measured = await finished;
+  await model.close();
+  return measured;
+}
+
+/**
  * The RabbitMQ source alone, with a sink that acks at once: the adapter's own cost (delivery
  * objects, settler, channel generation) without the core pipeline. With `burnUs`, the sink first
  * spins that many µs of CPU per message, to show what a per-message cost does to the rate.
