@@ -116,6 +116,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private readonly shutdown = new AbortController();
   private state: ConsumerState = 'created';
   private stopping: Promise<void> | undefined;
+  private starting: Promise<void> | undefined;
+  /** Set by a stop() that came while start() was running. */
+  private stopRequested = false;
 
   /** @throws ConfigurationError for any invalid option (see {@link ConsumerOptions}) */
   constructor(options: ConsumerOptions) {
@@ -175,23 +178,33 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
 
   /**
    * Validates the deployment, readies the claimer and starts the source.
+   *
+   * A `stop()` called while this runs (a SIGTERM during startup) waits for it to end, then stops
+   * the consumer as usual; the source is not started if the claimer was not ready yet.
    * @throws DeploymentValidationError when the claimer does not fit the declared deployment
    * @throws ConfigurationError when called twice
+   * @throws ShutdownError when `stop()` was called before the claimer was ready (nothing was consumed)
    */
-  async start(): Promise<void> {
-    if (this.state !== 'created') throw new ConfigurationError(`start() called on a consumer that is ${this.state}`);
+  start(): Promise<void> {
+    if (this.state !== 'created') return Promise.reject(new ConfigurationError(`start() called on a consumer that is ${this.state}`));
     this.state = 'starting';
+    this.starting = this.startNow();
+    return this.starting;
+  }
+
+  private async startNow(): Promise<void> {
     try {
       validateDeployment(this.options.claimer.kind, this.options.deployment);
       await this.options.claimer.ready?.();
+      if (this.stopRequested) throw new ShutdownError('stop() was called before start() finished; the source was not started');
       await this.options.source.start(this, {
         concurrency: this.options.concurrency,
         leaseTtlMs: this.options.leaseTtlMs,
         ...(this.options.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: this.options.handlerTimeoutMs }),
       });
-      this.state = 'running';
+      if (!this.stopRequested) this.state = 'running';
     } catch (error) {
-      this.state = 'failed';
+      if (!this.stopRequested) this.state = 'failed';
       throw error;
     }
   }
@@ -273,6 +286,12 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     if (this.state === 'created') {
       this.state = 'stopped';
       return;
+    }
+    if (this.state === 'starting') {
+      // Let start() end first (it sees the request and does not start the source if it can
+      // still help it), so the source is never started after it was closed.
+      this.stopRequested = true;
+      await this.starting?.catch(() => undefined);
     }
     this.state = 'stopping';
     this.shutdown.abort(new ShutdownError());

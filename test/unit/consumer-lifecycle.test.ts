@@ -6,6 +6,7 @@ import {
   ack,
   ConfigurationError,
   type ConsumerEvent,
+  type DeliverySink,
   InMemoryClaimer,
   LeaseLostError,
   runConsumers,
@@ -185,6 +186,47 @@ describe('graceful shutdown', () => {
     await consumer.stop();
     expect(await run).toMatchObject({ action: 'requeue', reason: 'shutdown' });
     expect(runs).toBe(0);
+  });
+
+  test('stop() during start(), before the claimer is ready: start() rejects with ShutdownError, the source is never started, the state ends stopped', async () => {
+    const source = new ManualSource();
+    let ready!: () => void;
+    const inner = new InMemoryClaimer();
+    const claimer = Object.assign(Object.create(inner) as InMemoryClaimer, { ready: () => new Promise<void>((resolve) => (ready = resolve)) });
+    const consumer = new FnConsumer({ ...fastOptions(claimer), source }, async () => ack());
+    const starting = consumer.start();
+    await waitFor(() => ready !== undefined);
+    const stopping = consumer.stop();
+    expect(consumer.health().state).toBe('starting');
+    ready();
+    await expect(starting).rejects.toBeInstanceOf(ShutdownError);
+    await stopping;
+    expect(source.started).toBe(false);
+    expect(source.closed).toBe(true);
+    expect(consumer.health()).toMatchObject({ state: 'stopped', live: true, ready: false });
+  });
+
+  test('stop() while the source is starting: stop waits for it, then stops intake and closes it; the state never goes back to running', async () => {
+    let started!: () => void;
+    const source = new (class extends ManualSource {
+      override async start(sink: DeliverySink): Promise<void> {
+        await new Promise<void>((resolve) => (started = resolve));
+        await super.start(sink);
+      }
+    })();
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source }, async () => ack());
+    const starting = consumer.start();
+    await waitFor(() => started !== undefined);
+    const stopping = consumer.stop();
+    await sleep(10);
+    expect(source.closed).toBe(false); // not closed under a start still running
+    started();
+    await starting;
+    await stopping;
+    expect(source.started).toBe(true);
+    expect(source.intakeStopped).toBe(true);
+    expect(source.closed).toBe(true);
+    expect(consumer.health().state).toBe('stopped');
   });
 
   test('deliveries arriving while stopping are requeued at once', async () => {
