@@ -35,7 +35,14 @@ export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
   };
 }
 
-/** Progress lines on stderr, a summary line on stdout. */
+/** Longest key or message id shown whole on a progress line (the JSON output keeps them whole). */
+const MAX_LABEL_CHARS = 80;
+
+function shorten(label: string): string {
+  return label.length <= MAX_LABEL_CHARS ? label : `${label.slice(0, MAX_LABEL_CHARS)}… (${label.length} characters)`;
+}
+
+/** Progress lines on stderr (keys over 80 characters shortened), a summary line on stdout. */
 export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
   return (event) => {
     switch (event.type) {
@@ -43,7 +50,7 @@ export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
         io.stderr(`${event.dryRun ? 'dry run: ' : ''}${event.available} message(s) in "${event.source}", examining ${event.planned}\n`);
         return;
       case 'message': {
-        const who = event.item.key ?? event.item.messageId ?? '(no id)';
+        const who = shorten(event.item.key ?? event.item.messageId ?? '(no id)');
         const why = event.item.reason ? ` (${event.item.reason}${event.item.attempts !== undefined ? `, ${event.item.attempts} attempt(s)` : ''})` : '';
         const verb = { replayed: 'replayed', would_replay: 'would replay', skipped: 'skipped', failed: 'FAILED' }[event.outcome];
         const where = event.destination ? ` → ${event.destination.description}` : '';

@@ -14,6 +14,7 @@ import type { AmqpConnectionManager } from 'amqp-connection-manager';
 import { type Logger, withDeadline } from '../../src';
 import { SupervisedChannel } from './channel-supervisor';
 import { PublishError, UnroutableError } from './errors';
+import { assertEncodableHeaders } from './wire-limits';
 import { HEADERS, readString } from './headers';
 
 /** Options of a {@link ConfirmPublisher}. */
@@ -63,13 +64,16 @@ export class ConfirmPublisher {
    * @param options publish options; `mandatory` is forced on, and a `twophase-publish-id` header is added
    * @throws UnroutableError when the broker returned the message (no queue bound)
    * @throws PublishError when the broker nacked it, the channel closed first, or no confirm came within `timeoutMs`
+   * @throws MessageTooLargeError when the headers encode to more than amqplib can send (nothing was sent)
+   * @throws ConfigurationError when a header value has no AMQP field type (nothing was sent)
    */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, timeoutMs = this.options.timeoutMs): Promise<void> {
     const id = `${this.idPrefix}-${++this.sequence}`;
+    const headers = { ...(options.headers ?? {}), [HEADERS.publishId]: id };
+    assertEncodableHeaders(headers, `publish to exchange "${exchange}" with routing key "${routingKey}"`);
     const entry: { returned?: string } = {};
     this.pending.set(id, entry);
     try {
-      const headers = { ...(options.headers ?? {}), [HEADERS.publishId]: id };
       const sent = this.channel.current.publish(exchange, routingKey, content, { ...options, headers, mandatory: true, timeout: timeoutMs });
       // The wrapper's own timeout stops once a message was sent; a resend after a reconnect has
       // none, so bound the whole wait here as well.

@@ -6,7 +6,7 @@
 import { TwophaseError, type TwophaseErrorCode } from '../../src';
 
 /** Codes of the adapter's errors. */
-export type RabbitMqErrorCode = 'BROKER_UNAVAILABLE' | 'PUBLISH_FAILED' | 'UNROUTABLE' | 'STALE_DELIVERY' | 'CONSUMER_CANCELLED';
+export type RabbitMqErrorCode = 'BROKER_UNAVAILABLE' | 'PUBLISH_FAILED' | 'MESSAGE_TOO_LARGE' | 'UNROUTABLE' | 'STALE_DELIVERY' | 'CONSUMER_CANCELLED';
 
 /**
  * Base of the adapter's errors.
@@ -35,6 +35,17 @@ export class BrokerUnavailableError extends RabbitMqError {
 export class PublishError extends RabbitMqError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('PUBLISH_FAILED', message, { cause: options?.cause, retriable: true });
+  }
+}
+
+/**
+ * A publish was refused before anything was sent: its headers encode to more than amqplib can
+ * send in one header table (65 536 bytes). Publishing it again cannot succeed, so not retriable.
+ * The channel is left intact.
+ */
+export class MessageTooLargeError extends RabbitMqError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('MESSAGE_TOO_LARGE', message, { cause: options?.cause, retriable: false });
   }
 }
 

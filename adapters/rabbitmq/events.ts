@@ -37,6 +37,11 @@ export interface RabbitMqSourceEvents {
   repeated_settle: { readonly generation: number; readonly action: SettleAction; readonly first: SettleAction; readonly deliveryTag: number };
   /** The delay or dead-letter publish failed; the original is returned with `nack(requeue=true)` after a pause. */
   publish_failed: { readonly generation: number; readonly action: 'requeue' | 'reject'; readonly error: unknown; readonly deliveryTag: number };
+  /**
+   * A dead-letter copy could not be encoded (headers over amqplib's 65 536-byte limit); the
+   * original was dead-lettered by the broker with `nack(requeue=false)`, without the reason headers.
+   */
+  broker_dead_lettered: { readonly generation: number; readonly error: Error; readonly deliveryTag: number };
   /** The source stopped for good (broker cancel with `onCancel: 'stop'`). */
   failed: { readonly error: Error };
 }
@@ -64,6 +69,8 @@ export interface RabbitMqSourceStats {
   readonly publishFailures: number;
   /** Fallback `nack(requeue=true)`s sent after a failed publish. */
   readonly fallbackNacks: number;
+  /** Dead-letters done by the broker (`nack(requeue=false)`) because the copy could not be encoded; also counted in `rejects`. */
+  readonly brokerDeadLetters: number;
   /** Consuming channels that closed. */
   readonly channelsClosed: number;
   /** Connections opened after the first. */

@@ -148,6 +148,10 @@ export class RabbitMqPublisher {
    * @throws UnroutableError when no queue is bound for the routing key (the message was returned)
    * @throws PublishError when the broker nacked the message or no confirm arrived in time; the
    *   message may have been routed, so publish again with the same idempotency key
+   * @throws MessageTooLargeError when the headers encode to more than 65 536 bytes (amqplib's
+   *   limit for a header table); nothing was sent
+   * @throws ConfigurationError also when a header value has no AMQP field type (a symbol, a
+   *   function, a bigint); nothing was sent
    */
   async publish(exchange: string, routingKey: string, body: MessageBody, options: PublishMessageOptions = {}): Promise<PublishReceipt> {
     if (!this.publisher) throw new ConfigurationError('RabbitMqPublisher.publish() called before connect()');

@@ -91,6 +91,7 @@ export class RabbitMqSource implements MessageSource {
     repeatedSettlesIgnored: 0,
     publishFailures: 0,
     fallbackNacks: 0,
+    brokerDeadLetters: 0,
     channelsClosed: 0,
     reconnects: 0,
     cancels: 0,
@@ -126,6 +127,14 @@ export class RabbitMqSource implements MessageSource {
           `the ${action === 'requeue' ? 'delay' : 'dead-letter'} publish failed; returning the message to the queue after a pause`,
         );
         this.emit('publish_failed', { generation, action, error, deliveryTag: message.fields.deliveryTag });
+      },
+      onBrokerDeadLetter: (error, message, generation) => {
+        this.counters.brokerDeadLetters++;
+        this.logger.error(
+          { err: error, queue: o.queue, deliveryTag: message.fields.deliveryTag, generation },
+          'the dead-letter copy could not be encoded; the message was dead-lettered by the broker (nack, requeue=false) without the twophase reason headers',
+        );
+        this.emit('broker_dead_lettered', { generation, error, deliveryTag: message.fields.deliveryTag });
       },
       onFallbackNack: () => {
         this.counters.fallbackNacks++;

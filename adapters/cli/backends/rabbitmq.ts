@@ -9,7 +9,7 @@
  * unacknowledged messages of a closed connection).
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage } from 'amqplib';
-import { HEADERS, idempotencyKeyOf, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
+import { assertEncodableHeaders, HEADERS, idempotencyKeyOf, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
 
 /** Default AMQP URL of the CLI. */
@@ -91,6 +91,12 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     await this.ensureExchange(route.exchange);
     const channel = this.publishChannel!;
     const properties = { ...replayProperties(item.message, Date.now()), mandatory: true };
+    try {
+      // amqplib fails a header table past 64 KiB only after registering the confirm callback.
+      assertEncodableHeaders(properties.headers, `the replay to ${describe(route).description}`);
+    } catch (error) {
+      throw new ReplayItemError(`${(error as Error).message}; left in the DLQ`);
+    }
     // One publish at a time on this channel, so a basic.return belongs to this publish.
     this.returned = undefined;
     await withTimeout(

@@ -124,6 +124,25 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     await waitFor(async () => (await h.admin.messageCount(dlq)) === 2, 'both still in the DLQ');
   });
 
+  test('a message whose replay copy would not fit amqplib\'s header limit is skipped and stays in the DLQ; the next one is replayed', async () => {
+    const queue = h.queue('replay-big');
+    const dlq = `${queue}.dlq`;
+    const ch = await h.admin.ch();
+    await ch.assertQueue(dlq, { durable: true });
+    await ch.assertQueue(queue, { durable: false });
+    const route = { [HEADERS.originalExchange]: '', [HEADERS.originalRoutingKey]: queue };
+    // Fits as it is (about 65 500 bytes of headers); the replay headers push it over 65 536.
+    await h.admin.publish('', dlq, { a: 1 }, { messageId: 'big', headers: { ...route, 'idempotency-key': 'k'.repeat(65_400) } });
+    await h.admin.publish('', dlq, { a: 2 }, { messageId: 'small', headers: { ...route, 'idempotency-key': 'small' } });
+    const { io, err, out } = capture();
+    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL], { io })).toBe(EXIT.ok);
+    expect(err.join('')).toMatch(/skipped k{80}… \(65400 characters\): the replay to queue ".*" \(default exchange\) was not sent: its headers encode to more than 65536 bytes/);
+    expect(out.join('')).toMatch(/^1 replayed, 1 skipped/);
+    const [replayed] = await h.admin.drain(queue);
+    expect(replayed!.properties.messageId).toBe('small');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === 1, 'the big one still in the DLQ');
+  });
+
   test('usage errors exit with 2', async () => {
     const { io } = capture();
     expect(await runCli(['dlq', 'replay'], { io })).toBe(EXIT.usage);

@@ -3,7 +3,7 @@
  * unroutable messages, and retried publishes deduplicated by the consumer.
  */
 import { ack, ConfigurationError, IDEMPOTENCY_KEY_HEADER } from '../../../src';
-import { RabbitMqPublisher, UnroutableError } from '../../../adapters/rabbitmq';
+import { MessageTooLargeError, RabbitMqPublisher, UnroutableError } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
 import { EffectLog, Harness } from './support/harness';
@@ -66,6 +66,21 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await ch.assertQueue(queue, { durable: false });
     await publisher.sendToQueue(queue, { ok: true });
     expect(await h.admin.messageCount(queue)).toBe(1);
+  });
+
+  test('headers over amqplib\'s 65 536-byte limit fail that publish at once with MessageTooLargeError; nothing is sent and the channel keeps confirming', async () => {
+    const queue = h.queue('big-headers');
+    const ch = await h.admin.ch();
+    await ch.assertQueue(queue, { durable: false });
+    const started = Date.now();
+    await expect(publisher.sendToQueue(queue, { a: 1 }, { headers: { blob: 'x'.repeat(70_000) } })).rejects.toBeInstanceOf(MessageTooLargeError);
+    await expect(publisher.sendToQueue(queue, { a: 1 }, { headers: { f: () => 1 } })).rejects.toBeInstanceOf(ConfigurationError);
+    expect(Date.now() - started).toBeLessThan(1000); // refused up front, not after the 5 s confirm deadline
+    // The confirms of later publishes still line up.
+    await publisher.sendToQueue(queue, { ok: 1 }, { idempotencyKey: 'after-1' });
+    await publisher.sendToQueue(queue, { ok: 2 }, { idempotencyKey: 'after-2' });
+    const messages = await h.admin.drain(queue);
+    expect(messages.map((m) => m.properties.messageId)).toEqual(['after-1', 'after-2']);
   });
 
   test('publish before connect and an empty key are configuration errors', async () => {

@@ -1,7 +1,8 @@
 /**
  * A message whose headers are too large to republish with twophase's own headers added: its
  * largest foreign headers are dropped (and named), it still reaches the DLQ with its reason, and
- * the channel keeps working for the messages after it.
+ * the channel keeps working for the messages after it. When even that cannot fit (the kept
+ * headers alone are too large), the broker dead-letters the original.
  */
 import { ack, PermanentError } from '../../../src';
 import { HEADERS } from '../../../adapters/rabbitmq';
@@ -41,6 +42,31 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
     await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'poison in DLQ');
     const [poison] = await h.admin.drain(`${queue}.dlq`);
     expect(poison!.properties.headers?.[HEADERS.reason]).toBe('permanent_error');
+    expect(source.stats().generation).toBe(1);
+  });
+
+  test('an idempotency-key header too long to republish (65 200 bytes, invalid_key) is dead-lettered by the broker (nack, requeue=false); the channel keeps working', async () => {
+    const queue = h.queue('bigkey');
+    const effects = new EffectLog();
+    const source = h.source({ queue });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
+      effects.apply(m.key);
+      return ack();
+    });
+    await consumer.start();
+    // The key is over the key length limit (invalid_key, dead-letter), and the copy with the
+    // reason headers added would not fit amqplib's 65 536-byte header table.
+    await h.admin.publish('', queue, { x: 1 }, { headers: { 'idempotency-key': 'k'.repeat(65_200) } });
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'oversized message in DLQ');
+    const [dead] = await h.admin.drain(`${queue}.dlq`);
+    expect(dead!.properties.headers?.['idempotency-key']).toHaveLength(65_200);
+    expect(dead!.properties.headers?.['x-death']).toEqual([expect.objectContaining({ reason: 'rejected', queue })]);
+    expect(dead!.properties.headers?.[HEADERS.reason]).toBeUndefined(); // the reason is in the log and the stats, not on the message
+    expect(source.stats()).toMatchObject({ brokerDeadLetters: 1, rejects: 1, publishFailures: 0, fallbackNacks: 0 });
+    // Nothing went back to the work queue, and the channel still acks and dead-letters.
+    await h.admin.publish('', queue, { ok: true }, { messageId: 'ok-1' });
+    await waitFor(() => effects.count('test:ok-1') === 1, 'normal message processed');
+    expect(await h.admin.messageCount(queue)).toBe(0);
     expect(source.stats().generation).toBe(1);
   });
 });

@@ -5,6 +5,7 @@
 import type { ConsumeMessage } from 'amqplib';
 import { ConfigurationError } from '../../../src';
 import {
+  MessageTooLargeError,
   HEADERS,
   buildPublish,
   delayQueueName,
@@ -19,6 +20,7 @@ import {
 import { ChannelGeneration } from '../../../adapters/rabbitmq/channel-generation';
 import { deadLetterProperties, requeueProperties } from '../../../adapters/rabbitmq/headers';
 import { DeliverySettler, type SettlementContext } from '../../../adapters/rabbitmq/settler';
+import { assertEncodableHeaders, MAX_HEADER_TABLE_BYTES } from '../../../adapters/rabbitmq/wire-limits';
 
 const url = 'amqp://guest:guest@127.0.0.1:5672';
 
@@ -150,7 +152,7 @@ describe('DeliverySettler (fake channel)', () => {
     };
     const generation = new ChannelGeneration(1, channel as never);
     const published: { exchange: string; routingKey: string }[] = [];
-    let failPublish = false;
+    let failPublish: false | Error = false;
     const context: SettlementContext = {
       queue: 'q',
       deadLetterExchange: 'q.dlx',
@@ -158,7 +160,7 @@ describe('DeliverySettler (fake channel)', () => {
       delayTiersMs: [100, 1000],
       failedPublishRequeueDelayMs: 0,
       publish: async (exchange, routingKey) => {
-        if (failPublish) throw new Error('nacked');
+        if (failPublish) throw failPublish;
         published.push({ exchange, routingKey });
       },
       pause: async () => undefined,
@@ -168,8 +170,9 @@ describe('DeliverySettler (fake channel)', () => {
       onRepeated: (action, first) => events.push(`repeated:${action}:${first}`),
       onPublishFailed: (action) => events.push(`publish_failed:${action}`),
       onFallbackNack: () => events.push('fallback_nack'),
+      onBrokerDeadLetter: () => events.push('broker_dead_letter'),
     };
-    return { wire, events, generation, published, context, setFailPublish: (v: boolean) => (failPublish = v) };
+    return { wire, events, generation, published, context, setFailPublish: (v: boolean | Error) => (failPublish = v === true ? new Error('nacked') : v) };
   }
 
   test('ack once, never allUpTo; repeats ignored', async () => {
@@ -216,5 +219,37 @@ describe('DeliverySettler (fake channel)', () => {
     await expect(new DeliverySettler(s.context, s.generation, message()).reject({ reason: 'r', attempts: 1 })).rejects.toThrow('nacked');
     expect(s.wire).toEqual(['nack:7:false:true']);
     expect(s.events).toEqual(['publish_failed:reject', 'fallback_nack']);
+  });
+
+  test('a dead-letter copy too large to encode is dead-lettered by the broker: nack(requeue=false), the settle succeeds', async () => {
+    const s = setup();
+    s.generation.begin();
+    s.setFailPublish(new MessageTooLargeError('too large'));
+    await new DeliverySettler(s.context, s.generation, message()).reject({ reason: 'invalid_key', attempts: 0 });
+    expect(s.wire).toEqual(['nack:7:false:false']);
+    expect(s.events).toEqual(['broker_dead_letter', 'settled:reject']);
+    expect(s.generation.inFlight).toBe(0);
+  });
+
+  test('a delay copy too large to encode takes the usual fallback: nack(requeue=true) after the pause', async () => {
+    const s = setup();
+    s.generation.begin();
+    s.setFailPublish(new MessageTooLargeError('too large'));
+    await expect(new DeliverySettler(s.context, s.generation, message()).requeue(100, { cause: 'retry', attempt: 1 })).rejects.toBeInstanceOf(MessageTooLargeError);
+    expect(s.wire).toEqual(['nack:7:false:true']);
+  });
+});
+
+describe('assertEncodableHeaders (amqplib codec)', () => {
+  test('returns the encoded size of a table amqplib can send', () => {
+    expect(assertEncodableHeaders({ a: 'bc' }, 'p')).toBe(4 + 1 + 1 + 1 + 4 + 2);
+    expect(assertEncodableHeaders(undefined, 'p')).toBe(0);
+  });
+
+  test('a table over 65 536 bytes is MessageTooLargeError; a value with no AMQP type is ConfigurationError', () => {
+    expect(() => assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES) }, 'publish to "q"')).toThrow(MessageTooLargeError);
+    expect(() => assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES) }, 'publish to "q"')).toThrow(/publish to "q" was not sent: its headers encode to more than 65536 bytes/);
+    expect(() => assertEncodableHeaders({ f: () => 1 }, 'p')).toThrow(ConfigurationError);
+    expect(assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES - 100) }, 'p')).toBeLessThanOrEqual(MAX_HEADER_TABLE_BYTES);
   });
 });
