@@ -116,7 +116,6 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private readonly shutdown = new AbortController();
   private state: ConsumerState = 'created';
   private stopping: Promise<void> | undefined;
-  private starting: Promise<void> | undefined;
   /** Set by a stop() that came while start() was running. */
   private stopRequested = false;
 
@@ -179,8 +178,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   /**
    * Validates the deployment, readies the claimer and starts the source.
    *
-   * A `stop()` called while this runs (a SIGTERM during startup) waits for it to end, then stops
-   * the consumer as usual; the source is not started if the claimer was not ready yet.
+   * A `stop()` called while this runs does not wait for it. Before the claimer is ready, the
+   * source is then never started (this rejects with ShutdownError once `ready()` settles); while
+   * the source is starting, stop closes it as usual. Either way the consumer ends `stopped`.
    * @throws DeploymentValidationError when the claimer does not fit the declared deployment
    * @throws ConfigurationError when called twice
    * @throws ShutdownError when `stop()` was called before the claimer was ready (nothing was consumed)
@@ -188,8 +188,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   start(): Promise<void> {
     if (this.state !== 'created') return Promise.reject(new ConfigurationError(`start() called on a consumer that is ${this.state}`));
     this.state = 'starting';
-    this.starting = this.startNow();
-    return this.starting;
+    return this.startNow();
   }
 
   private async startNow(): Promise<void> {
@@ -287,12 +286,10 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       this.state = 'stopped';
       return;
     }
-    if (this.state === 'starting') {
-      // Let start() end first (it sees the request and does not start the source if it can
-      // still help it), so the source is never started after it was closed.
-      this.stopRequested = true;
-      await this.starting?.catch(() => undefined);
-    }
+    // During start(), never wait for it (a claimer's ready() or a broker connect can take long):
+    // start() sees the request, does not start a source that was not started yet, and does not
+    // mark the consumer running.
+    if (this.state === 'starting') this.stopRequested = true;
     this.state = 'stopping';
     this.shutdown.abort(new ShutdownError());
     try {

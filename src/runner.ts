@@ -37,21 +37,13 @@ export interface Runner {
 
 /**
  * Starts every consumer. If one fails to start, the ones already started are stopped and the
- * error is rethrown (startup fails closed).
+ * error is rethrown (startup fails closed). The signal handlers are installed first, so a signal
+ * during startup stops every consumer (the one starting included) and starts no more; the
+ * returned runner is then already stopping.
  * @throws the first start error (for example DeploymentValidationError)
  */
 export async function runConsumers(consumers: readonly RunnableConsumer[], options: RunnerOptions = {}): Promise<Runner> {
   const logger = options.logger ?? consoleWarnLogger;
-  const started: RunnableConsumer[] = [];
-  try {
-    for (const consumer of consumers) {
-      await consumer.start();
-      started.push(consumer);
-    }
-  } catch (error) {
-    await Promise.allSettled(started.map((c) => c.stop()));
-    throw error;
-  }
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
   let stopping: Promise<void> | undefined;
   const stop = () => {
@@ -66,11 +58,23 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
     void stop().then(() => (options.onShutdown ? options.onShutdown(signal) : (process.exitCode = process.exitCode ?? 0)));
   };
   for (const s of signals) process.on(s, onSignal);
-  return {
+  const runner: Runner = {
     stop,
     health: () => {
       const list = consumers.map((c) => c.health());
       return { live: list.every((h) => h.live), ready: list.every((h) => h.ready), consumers: list };
     },
   };
+  for (const consumer of consumers) {
+    if (stopping) break;
+    try {
+      await consumer.start();
+    } catch (error) {
+      if (stopping) break; // stopped by a signal while starting: not a startup failure
+      for (const s of signals) process.removeListener(s, onSignal);
+      await Promise.allSettled(consumers.map((c) => c.stop()));
+      throw error;
+    }
+  }
+  return runner;
 }
