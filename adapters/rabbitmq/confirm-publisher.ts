@@ -14,7 +14,7 @@ import type { AmqpConnectionManager } from 'amqp-connection-manager';
 import { type Logger, withDeadline } from '../../src';
 import { SupervisedChannel } from './channel-supervisor';
 import { PublishError, UnroutableError } from './errors';
-import { assertEncodableHeaders } from './wire-limits';
+import { assertPublishable } from './wire-limits';
 import { HEADERS, readString } from './headers';
 
 /** Options of a {@link ConfirmPublisher}. */
@@ -65,16 +65,18 @@ export class ConfirmPublisher {
    * @throws UnroutableError when the broker returned the message (no queue bound)
    * @throws PublishError when the broker nacked it, the channel closed first, or no confirm came within `timeoutMs`
    * @throws MessageTooLargeError when the headers encode to more than amqplib can send (nothing was sent)
-   * @throws ConfigurationError when a header value has no AMQP field type (nothing was sent)
+   * @throws ConfigurationError when amqplib cannot encode the publish otherwise (a short string over
+   *   255 bytes, a value with no AMQP type; nothing was sent)
    */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, timeoutMs = this.options.timeoutMs): Promise<void> {
     const id = `${this.idPrefix}-${++this.sequence}`;
     const headers = { ...(options.headers ?? {}), [HEADERS.publishId]: id };
-    assertEncodableHeaders(headers, `publish to exchange "${exchange}" with routing key "${routingKey}"`);
+    const publishOptions = { ...options, headers, mandatory: true };
+    assertPublishable(exchange, routingKey, content.length, publishOptions, `publish to exchange "${exchange}" with routing key "${routingKey}"`);
     const entry: { returned?: string } = {};
     this.pending.set(id, entry);
     try {
-      const sent = this.channel.current.publish(exchange, routingKey, content, { ...options, headers, mandatory: true, timeout: timeoutMs });
+      const sent = this.channel.current.publish(exchange, routingKey, content, { ...publishOptions, timeout: timeoutMs });
       // The wrapper's own timeout stops once a message was sent; a resend after a reconnect has
       // none, so bound the whole wait here as well.
       await withDeadline(sent, timeoutMs + 50, `confirm of a publish to "${exchange}"/"${routingKey}"`);

@@ -38,10 +38,10 @@ export interface RabbitMqSourceEvents {
   /** The delay or dead-letter publish failed; the original is returned with `nack(requeue=true)` after a pause. */
   publish_failed: { readonly generation: number; readonly action: 'requeue' | 'reject'; readonly error: unknown; readonly deliveryTag: number };
   /**
-   * A dead-letter copy could not be encoded (headers over amqplib's 65 536-byte limit); the
-   * original was dead-lettered by the broker with `nack(requeue=false)`, without the reason headers.
+   * A dead-letter copy could not be encoded (headers over amqplib's 65 536-byte limit, or a value
+   * it cannot encode); a copy with the dead-letter headers only was sent instead.
    */
-  broker_dead_lettered: { readonly generation: number; readonly error: Error; readonly deliveryTag: number };
+  dead_letter_stripped: { readonly generation: number; readonly error: Error; readonly deliveryTag: number };
   /** The source stopped for good (broker cancel with `onCancel: 'stop'`). */
   failed: { readonly error: Error };
 }
@@ -69,8 +69,8 @@ export interface RabbitMqSourceStats {
   readonly publishFailures: number;
   /** Fallback `nack(requeue=true)`s sent after a failed publish. */
   readonly fallbackNacks: number;
-  /** Dead-letters done by the broker (`nack(requeue=false)`) because the copy could not be encoded; also counted in `rejects`. */
-  readonly brokerDeadLetters: number;
+  /** Dead-letter copies sent with the dead-letter headers only, because the full copy could not be encoded; also counted in `rejects`. */
+  readonly strippedDeadLetters: number;
   /** Consuming channels that closed. */
   readonly channelsClosed: number;
   /** Connections opened after the first. */

@@ -184,8 +184,38 @@ export function requeueProperties(message: DeliveredMessage, attempts: number, c
  * the time. Always persistent.
  */
 export function deadLetterProperties(message: DeliveredMessage, info: RejectInfo, queue: string, now: number): Options.Publish {
-  const headers = baseHeaders(message);
-  const route = originalRoute(message.properties.headers, message.fields);
+  return withDeadLetterHeaders(message, baseHeaders(message), originalRoute(message.properties.headers, message.fields), info, queue, now);
+}
+
+/** Longest `idempotency-key` a stripped dead-letter copy keeps, bytes. */
+const STRIPPED_KEY_MAX_BYTES = 1024;
+
+/**
+ * Properties of a dead-letter copy for a message whose headers cannot be republished (too large
+ * for amqplib, or not encodable): only the dead-letter headers, the `idempotency-key` when it is
+ * a string of at most 1024 bytes, and `twophase-headers-dropped` naming every header left out.
+ */
+export function strippedDeadLetterProperties(message: DeliveredMessage, info: RejectInfo, queue: string, now: number): Options.Publish {
+  const original = message.properties.headers ?? {};
+  const headers: Headers = {};
+  const key = original[IDEMPOTENCY_KEY_HEADER];
+  if (typeof key === 'string' && Buffer.byteLength(key) <= STRIPPED_KEY_MAX_BYTES) headers[IDEMPOTENCY_KEY_HEADER] = key;
+  const dropped = Object.keys(original).filter((name) => !(name in headers) && name !== HEADERS.publishId && name !== DELIVERY_COUNT_HEADER);
+  headers['twophase-headers-dropped'] = dropped.join(',').slice(0, 1000);
+  // An original route recorded in the headers is trusted only as long as AMQP allows (255 bytes).
+  const recorded = originalRoute(original, message.fields);
+  const route = Buffer.byteLength(recorded.exchange) <= 255 && Buffer.byteLength(recorded.routingKey) <= 255 ? recorded : { exchange: message.fields.exchange, routingKey: message.fields.routingKey };
+  return withDeadLetterHeaders(message, headers, route, info, queue, now);
+}
+
+function withDeadLetterHeaders(
+  message: DeliveredMessage,
+  headers: Headers,
+  route: { exchange: string; routingKey: string },
+  info: RejectInfo,
+  queue: string,
+  now: number,
+): Options.Publish {
   headers[HEADERS.reason] = info.reason;
   headers[HEADERS.attempts] = info.attempts;
   headers[HEADERS.originalExchange] = route.exchange;

@@ -150,8 +150,9 @@ export class RabbitMqPublisher {
    *   message may have been routed, so publish again with the same idempotency key
    * @throws MessageTooLargeError when the headers encode to more than 65 536 bytes (amqplib's
    *   limit for a header table); nothing was sent
-   * @throws ConfigurationError also when a header value has no AMQP field type (a symbol, a
-   *   function, a bigint); nothing was sent
+   * @throws ConfigurationError also when amqplib cannot encode the message otherwise: a header
+   *   value with no AMQP type (a symbol, a function, a bigint), a message id, routing key or other
+   *   short string over 255 bytes; nothing was sent
    */
   async publish(exchange: string, routingKey: string, body: MessageBody, options: PublishMessageOptions = {}): Promise<PublishReceipt> {
     if (!this.publisher) throw new ConfigurationError('RabbitMqPublisher.publish() called before connect()');

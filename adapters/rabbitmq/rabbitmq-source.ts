@@ -91,7 +91,7 @@ export class RabbitMqSource implements MessageSource {
     repeatedSettlesIgnored: 0,
     publishFailures: 0,
     fallbackNacks: 0,
-    brokerDeadLetters: 0,
+    strippedDeadLetters: 0,
     channelsClosed: 0,
     reconnects: 0,
     cancels: 0,
@@ -128,13 +128,13 @@ export class RabbitMqSource implements MessageSource {
         );
         this.emit('publish_failed', { generation, action, error, deliveryTag: message.fields.deliveryTag });
       },
-      onBrokerDeadLetter: (error, message, generation) => {
-        this.counters.brokerDeadLetters++;
+      onStripped: (error, message, generation) => {
+        this.counters.strippedDeadLetters++;
         this.logger.error(
           { err: error, queue: o.queue, deliveryTag: message.fields.deliveryTag, generation },
-          'the dead-letter copy could not be encoded; the message was dead-lettered by the broker (nack, requeue=false) without the twophase reason headers',
+          'the dead-letter copy could not be encoded; dead-lettered with the twophase headers only (the others are named in twophase-headers-dropped)',
         );
-        this.emit('broker_dead_lettered', { generation, error, deliveryTag: message.fields.deliveryTag });
+        this.emit('dead_letter_stripped', { generation, error, deliveryTag: message.fields.deliveryTag });
       },
       onFallbackNack: () => {
         this.counters.fallbackNacks++;

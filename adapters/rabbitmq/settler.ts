@@ -21,15 +21,16 @@
  * When the delay or dead-letter publish fails (unroutable, nacked, no confirm in time), the
  * original is returned with `nack(requeue=true)` after a pause, so nothing is lost and nothing
  * spins; the settle then rejects with the publish error, which the core reports as `ack_failed`.
- * A dead-letter copy whose headers amqplib cannot encode (over 65 536 bytes once the reason
- * headers are added) is dead-lettered by the broker instead: `nack(requeue=false)` through the
- * queue's dead-letter exchange, without the reason headers.
+ * A dead-letter copy that amqplib cannot encode (headers over 65 536 bytes once the reason
+ * headers are added, or a header it has no type for) is sent again with the dead-letter headers
+ * only, its other headers named in `twophase-headers-dropped`; it never falls back to broker
+ * dead-lettering, which routes by the original routing key and can miss the DLQ's binding.
  */
 import type { ConsumeMessage, Options } from 'amqplib';
-import type { AckInfo, RejectInfo, RequeueCause, RequeueInfo, Settler } from '../../src';
+import { type AckInfo, ConfigurationError, type RejectInfo, type RequeueCause, type RequeueInfo, type Settler } from '../../src';
 import type { ChannelGeneration } from './channel-generation';
 import { MessageTooLargeError, StaleDeliveryError } from './errors';
-import { deadLetterProperties, priorAttempts, requeueProperties } from './headers';
+import { deadLetterProperties, priorAttempts, requeueProperties, strippedDeadLetterProperties } from './headers';
 import { delayQueueName, pickDelayTier } from './topology';
 
 /** Settle actions. */
@@ -56,8 +57,8 @@ export interface SettlementContext {
   onRepeated(action: SettleAction, first: SettleAction, message: ConsumeMessage, generation: number): void;
   /** The delay or dead-letter publish failed; the fallback nack follows. */
   onPublishFailed(action: 'requeue' | 'reject', error: unknown, message: ConsumeMessage, generation: number): void;
-  /** The dead-letter copy could not be encoded; the original was dead-lettered by the broker (`nack(requeue=false)`). */
-  onBrokerDeadLetter(error: MessageTooLargeError, message: ConsumeMessage, generation: number): void;
+  /** The dead-letter copy could not be encoded; a copy with the dead-letter headers only was sent instead. */
+  onStripped(error: Error, message: ConsumeMessage, generation: number): void;
   /** The fallback `nack(requeue=true)` was sent. */
   onFallbackNack(message: ConsumeMessage, generation: number): void;
 }
@@ -121,11 +122,15 @@ export class DeliverySettler implements Settler {
       try {
         await this.context.publish(this.context.deadLetterExchange, this.context.deadLetterRoutingKey, this.message.content, properties);
       } catch (error) {
-        if (error instanceof MessageTooLargeError) {
-          this.deadLetterByBroker(error);
-          return;
+        if (!(error instanceof MessageTooLargeError || error instanceof ConfigurationError)) await this.fallback('reject', error);
+        // The copy cannot be encoded at all: send one with the dead-letter headers only.
+        const stripped = strippedDeadLetterProperties(this.message, info, this.context.queue, this.context.now());
+        try {
+          await this.context.publish(this.context.deadLetterExchange, this.context.deadLetterRoutingKey, this.message.content, stripped);
+        } catch (again) {
+          await this.fallback('reject', again);
         }
-        await this.fallback('reject', error);
+        this.context.onStripped(error as Error, this.message, this.generation.id);
       }
       this.ackOriginal('reject');
       this.context.onSettled('reject');
@@ -171,23 +176,6 @@ export class DeliverySettler implements Settler {
     const error = new StaleDeliveryError(action, this.generation.id, this.message.fields.deliveryTag);
     this.context.onStale(error, this.message);
     return error;
-  }
-
-  /**
-   * The dead-letter copy cannot be encoded (its headers, with the reason headers added, are over
-   * amqplib's limit): `nack(requeue=false)` instead, so the broker dead-letters the original
-   * through the queue's dead-letter exchange (the topology guarantees one), with its own headers
-   * and an `x-death` entry but without the reason headers. Publishing it again could never work.
-   */
-  private deadLetterByBroker(error: MessageTooLargeError): void {
-    this.assertOpen('reject');
-    try {
-      this.generation.channel.nack(this.message, false, false);
-    } catch {
-      throw this.stale('reject');
-    }
-    this.context.onBrokerDeadLetter(error, this.message, this.generation.id);
-    this.context.onSettled('reject');
   }
 
   /** Publish failed: return the original after a pause, then fail the settle with the error. */

@@ -9,7 +9,7 @@
  * unacknowledged messages of a closed connection).
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage } from 'amqplib';
-import { assertEncodableHeaders, HEADERS, idempotencyKeyOf, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
+import { assertPublishable, HEADERS, idempotencyKeyOf, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
 
 /** Default AMQP URL of the CLI. */
@@ -92,8 +92,8 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     const channel = this.publishChannel!;
     const properties = { ...replayProperties(item.message, Date.now()), mandatory: true };
     try {
-      // amqplib fails a header table past 64 KiB only after registering the confirm callback.
-      assertEncodableHeaders(properties.headers, `the replay to ${describe(route).description}`);
+      // amqplib fails an unencodable publish only after registering its confirm callback.
+      assertPublishable(route.exchange, route.routingKey, item.message.content.length, properties, `the replay to ${describe(route).description}`);
     } catch (error) {
       throw new ReplayItemError(`${(error as Error).message}; left in the DLQ`);
     }

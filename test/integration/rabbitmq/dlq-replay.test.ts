@@ -136,7 +136,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     await h.admin.publish('', dlq, { a: 2 }, { messageId: 'small', headers: { ...route, 'idempotency-key': 'small' } });
     const { io, err, out } = capture();
     expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL], { io })).toBe(EXIT.ok);
-    expect(err.join('')).toMatch(/skipped k{80}… \(65400 characters\): the replay to queue ".*" \(default exchange\) was not sent: its headers encode to more than 65536 bytes/);
+    expect(err.join('')).toMatch(/skipped k{80}… \(65400 characters\): the replay to queue ".*" \(default exchange\) was not sent: its headers encode to \d+ bytes, more than amqplib's 65536-byte limit/);
     expect(out.join('')).toMatch(/^1 replayed, 1 skipped/);
     const [replayed] = await h.admin.drain(queue);
     expect(replayed!.properties.messageId).toBe('small');

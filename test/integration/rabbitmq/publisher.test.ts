@@ -68,19 +68,21 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     expect(await h.admin.messageCount(queue)).toBe(1);
   });
 
-  test('headers over amqplib\'s 65 536-byte limit fail that publish at once with MessageTooLargeError; nothing is sent and the channel keeps confirming', async () => {
+  test('what amqplib cannot encode fails that publish at once (headers over 65 536 bytes: MessageTooLargeError; a 300-byte message id, a function header: ConfigurationError); nothing is sent and later confirms stay in step', async () => {
     const queue = h.queue('big-headers');
     const ch = await h.admin.ch();
     await ch.assertQueue(queue, { durable: false });
     const started = Date.now();
     await expect(publisher.sendToQueue(queue, { a: 1 }, { headers: { blob: 'x'.repeat(70_000) } })).rejects.toBeInstanceOf(MessageTooLargeError);
     await expect(publisher.sendToQueue(queue, { a: 1 }, { headers: { f: () => 1 } })).rejects.toBeInstanceOf(ConfigurationError);
+    // A message id over AMQP's 255-byte short string: amqplib would fail it after registering its confirm.
+    await expect(publisher.sendToQueue(queue, { a: 1 }, { idempotencyKey: 'k'.repeat(300) })).rejects.toBeInstanceOf(ConfigurationError);
     expect(Date.now() - started).toBeLessThan(1000); // refused up front, not after the 5 s confirm deadline
     // The confirms of later publishes still line up.
-    await publisher.sendToQueue(queue, { ok: 1 }, { idempotencyKey: 'after-1' });
-    await publisher.sendToQueue(queue, { ok: 2 }, { idempotencyKey: 'after-2' });
+    await Promise.all([1, 2, 3].map((i) => publisher.sendToQueue(queue, { ok: i }, { idempotencyKey: `after-${i}` })));
+    await publisher.sendToQueue(queue, { ok: 4 }, { idempotencyKey: 'after-4' });
     const messages = await h.admin.drain(queue);
-    expect(messages.map((m) => m.properties.messageId)).toEqual(['after-1', 'after-2']);
+    expect(messages.map((m) => m.properties.messageId)).toEqual(['after-1', 'after-2', 'after-3', 'after-4']);
   });
 
   test('publish before connect and an empty key are configuration errors', async () => {

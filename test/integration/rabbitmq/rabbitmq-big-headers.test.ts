@@ -1,8 +1,9 @@
 /**
  * A message whose headers are too large to republish with twophase's own headers added: its
  * largest foreign headers are dropped (and named), it still reaches the DLQ with its reason, and
- * the channel keeps working for the messages after it. When even that cannot fit (the kept
- * headers alone are too large), the broker dead-letters the original.
+ * the channel keeps working for the messages after it. When even that cannot be sent (the kept
+ * headers alone are too large, or amqplib cannot encode a header), a copy with the dead-letter
+ * headers only goes to the DLQ.
  */
 import { ack, PermanentError } from '../../../src';
 import { HEADERS } from '../../../adapters/rabbitmq';
@@ -45,7 +46,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
     expect(source.stats().generation).toBe(1);
   });
 
-  test('an idempotency-key header too long to republish (65 200 bytes, invalid_key) is dead-lettered by the broker (nack, requeue=false); the channel keeps working', async () => {
+  test('an idempotency-key header too long to republish (65 200 bytes, invalid_key) is dead-lettered with the dead-letter headers only; the channel keeps working', async () => {
     const queue = h.queue('bigkey');
     const effects = new EffectLog();
     const source = h.source({ queue });
@@ -56,17 +57,33 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
     await consumer.start();
     // The key is over the key length limit (invalid_key, dead-letter), and the copy with the
     // reason headers added would not fit amqplib's 65 536-byte header table.
-    await h.admin.publish('', queue, { x: 1 }, { headers: { 'idempotency-key': 'k'.repeat(65_200) } });
+    await h.admin.publish('', queue, { x: 1 }, { messageId: 'big-key', headers: { 'idempotency-key': 'k'.repeat(65_200), note: 'kept?' } });
     await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'oversized message in DLQ');
     const [dead] = await h.admin.drain(`${queue}.dlq`);
-    expect(dead!.properties.headers?.['idempotency-key']).toHaveLength(65_200);
-    expect(dead!.properties.headers?.['x-death']).toEqual([expect.objectContaining({ reason: 'rejected', queue })]);
-    expect(dead!.properties.headers?.[HEADERS.reason]).toBeUndefined(); // the reason is in the log and the stats, not on the message
-    expect(source.stats()).toMatchObject({ brokerDeadLetters: 1, rejects: 1, publishFailures: 0, fallbackNacks: 0 });
-    // Nothing went back to the work queue, and the channel still acks and dead-letters.
+    expect(dead!.properties.messageId).toBe('big-key');
+    expect(dead!.properties.headers).toMatchObject({ [HEADERS.reason]: 'invalid_key', [HEADERS.originalQueue]: queue });
+    expect(dead!.properties.headers?.['idempotency-key']).toBeUndefined();
+    expect(String(dead!.properties.headers?.['twophase-headers-dropped']).split(',').sort()).toEqual(['idempotency-key', 'note']);
+    expect(source.stats()).toMatchObject({ strippedDeadLetters: 1, rejects: 1, publishFailures: 0, fallbackNacks: 0 });
+    // Nothing went back to the work queue, and the channel still acks.
     await h.admin.publish('', queue, { ok: true }, { messageId: 'ok-1' });
     await waitFor(() => effects.count('test:ok-1') === 1, 'normal message processed');
     expect(await h.admin.messageCount(queue)).toBe(0);
     expect(source.stats().generation).toBe(1);
+  });
+
+  test('a header amqplib can decode but not encode (a typed-value look-alike table) reaches the DLQ once with its reason, not a republish loop', async () => {
+    const queue = h.queue('oddhdr');
+    const source = h.source({ queue, failedPublishRequeueDelayMs: 50 });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async () => ack());
+    await consumer.start();
+    // No key: missing_key, dead-lettered. The table {'!': 'object', …} decodes, but amqplib reads
+    // it back as a typed value and cannot encode it again.
+    await h.admin.publish('', queue, { x: 1 }, { messageId: undefined, headers: { meta: { '!': 'object', value: { '!': 'hello' } } } });
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'message in DLQ');
+    const [dead] = await h.admin.drain(`${queue}.dlq`);
+    expect(dead!.properties.headers?.[HEADERS.reason]).toBe('missing_key');
+    expect(dead!.properties.headers?.['twophase-headers-dropped']).toBe('meta');
+    expect(source.stats()).toMatchObject({ deliveries: 1, strippedDeadLetters: 1, fallbackNacks: 0 });
   });
 });

@@ -20,7 +20,7 @@ import {
 import { ChannelGeneration } from '../../../adapters/rabbitmq/channel-generation';
 import { deadLetterProperties, requeueProperties } from '../../../adapters/rabbitmq/headers';
 import { DeliverySettler, type SettlementContext } from '../../../adapters/rabbitmq/settler';
-import { assertEncodableHeaders, MAX_HEADER_TABLE_BYTES } from '../../../adapters/rabbitmq/wire-limits';
+import { assertEncodableHeaders, assertPublishable, MAX_HEADER_TABLE_BYTES } from '../../../adapters/rabbitmq/wire-limits';
 
 const url = 'amqp://guest:guest@127.0.0.1:5672';
 
@@ -153,15 +153,18 @@ describe('DeliverySettler (fake channel)', () => {
     const generation = new ChannelGeneration(1, channel as never);
     const published: { exchange: string; routingKey: string }[] = [];
     let failPublish: false | Error = false;
+    let failPublishTimes = Number.POSITIVE_INFINITY;
+    const publishedHeaders: Record<string, unknown>[] = [];
     const context: SettlementContext = {
       queue: 'q',
       deadLetterExchange: 'q.dlx',
       deadLetterRoutingKey: 'q',
       delayTiersMs: [100, 1000],
       failedPublishRequeueDelayMs: 0,
-      publish: async (exchange, routingKey) => {
-        if (failPublish) throw failPublish;
+      publish: async (exchange, routingKey, _content, options) => {
+        if (failPublish && failPublishTimes-- > 0) throw failPublish;
         published.push({ exchange, routingKey });
+        publishedHeaders.push(options.headers ?? {});
       },
       pause: async () => undefined,
       now: () => 1,
@@ -170,9 +173,20 @@ describe('DeliverySettler (fake channel)', () => {
       onRepeated: (action, first) => events.push(`repeated:${action}:${first}`),
       onPublishFailed: (action) => events.push(`publish_failed:${action}`),
       onFallbackNack: () => events.push('fallback_nack'),
-      onBrokerDeadLetter: () => events.push('broker_dead_letter'),
+      onStripped: () => events.push('stripped'),
     };
-    return { wire, events, generation, published, context, setFailPublish: (v: boolean | Error) => (failPublish = v === true ? new Error('nacked') : v) };
+    return {
+      wire,
+      events,
+      generation,
+      published,
+      publishedHeaders,
+      context,
+      setFailPublish: (v: boolean | Error, times = Number.POSITIVE_INFINITY) => {
+        failPublish = v === true ? new Error('nacked') : v;
+        failPublishTimes = times;
+      },
+    };
   }
 
   test('ack once, never allUpTo; repeats ignored', async () => {
@@ -221,14 +235,29 @@ describe('DeliverySettler (fake channel)', () => {
     expect(s.events).toEqual(['publish_failed:reject', 'fallback_nack']);
   });
 
-  test('a dead-letter copy too large to encode is dead-lettered by the broker: nack(requeue=false), the settle succeeds', async () => {
+  test('a dead-letter copy that cannot be encoded is sent again with the dead-letter headers only, then the original is acked', async () => {
     const s = setup();
     s.generation.begin();
-    s.setFailPublish(new MessageTooLargeError('too large'));
-    await new DeliverySettler(s.context, s.generation, message()).reject({ reason: 'invalid_key', attempts: 0 });
-    expect(s.wire).toEqual(['nack:7:false:false']);
-    expect(s.events).toEqual(['broker_dead_letter', 'settled:reject']);
-    expect(s.generation.inFlight).toBe(0);
+    s.setFailPublish(new MessageTooLargeError('too large'), 1);
+    const big = message({ 'idempotency-key': 'k'.repeat(2000), blob: 'b', [HEADERS.originalExchange]: 'x'.repeat(300), [HEADERS.originalRoutingKey]: 'rk' });
+    await new DeliverySettler(s.context, s.generation, big).reject({ reason: 'invalid_key', attempts: 0, errorMessage: 'key too long' });
+    expect(s.wire).toEqual(['ack:7:false']);
+    expect(s.events).toEqual(['stripped', 'settled:reject']);
+    expect(s.published).toEqual([{ exchange: 'q.dlx', routingKey: 'q' }]);
+    const headers = s.publishedHeaders[0]!;
+    expect(headers).toMatchObject({ [HEADERS.reason]: 'invalid_key', [HEADERS.errorMessage]: 'key too long', [HEADERS.originalQueue]: 'q' });
+    expect(headers['idempotency-key']).toBeUndefined(); // over 1024 bytes
+    expect(String(headers['twophase-headers-dropped']).split(',')).toEqual(expect.arrayContaining(['idempotency-key', 'blob']));
+    // A recorded route longer than AMQP allows is not trusted: the delivery's own route is used.
+    expect(headers[HEADERS.originalExchange]).toBe(big.fields.exchange);
+  });
+
+  test('when the stripped copy fails too, the usual fallback runs: nack(requeue=true) after the pause', async () => {
+    const s = setup();
+    s.generation.begin();
+    s.setFailPublish(new MessageTooLargeError('too large'), 2);
+    await expect(new DeliverySettler(s.context, s.generation, message()).reject({ reason: 'r', attempts: 1 })).rejects.toBeInstanceOf(MessageTooLargeError);
+    expect(s.wire).toEqual(['nack:7:false:true']);
   });
 
   test('a delay copy too large to encode takes the usual fallback: nack(requeue=true) after the pause', async () => {
@@ -246,10 +275,22 @@ describe('assertEncodableHeaders (amqplib codec)', () => {
     expect(assertEncodableHeaders(undefined, 'p')).toBe(0);
   });
 
-  test('a table over 65 536 bytes is MessageTooLargeError; a value with no AMQP type is ConfigurationError', () => {
+  test('a table over 65 536 bytes is MessageTooLargeError, also as many small headers; what amqplib cannot encode at any size is ConfigurationError', () => {
     expect(() => assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES) }, 'publish to "q"')).toThrow(MessageTooLargeError);
-    expect(() => assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES) }, 'publish to "q"')).toThrow(/publish to "q" was not sent: its headers encode to more than 65536 bytes/);
+    expect(() => assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES) }, 'publish to "q"')).toThrow(/publish to "q" was not sent: its headers encode to 65549 bytes, more than amqplib's 65536-byte limit/);
+    const many = Object.fromEntries(Array.from({ length: 8000 }, (_, i) => [`h${i}`, i]));
+    expect(() => assertEncodableHeaders(many, 'p')).toThrow(MessageTooLargeError);
     expect(() => assertEncodableHeaders({ f: () => 1 }, 'p')).toThrow(ConfigurationError);
+    expect(() => assertEncodableHeaders({ ['k'.repeat(300)]: 1 }, 'p')).toThrow(ConfigurationError); // a name over 255 bytes: not a size problem
+    expect(() => assertEncodableHeaders({ n: { '!': 'uint32', value: -1 } }, 'p')).toThrow(ConfigurationError);
     expect(assertEncodableHeaders({ big: 'x'.repeat(MAX_HEADER_TABLE_BYTES - 100) }, 'p')).toBeLessThanOrEqual(MAX_HEADER_TABLE_BYTES);
+  });
+
+  test('assertPublishable runs amqplib\'s own encoders: short strings over 255 bytes and out-of-range properties are ConfigurationError', () => {
+    expect(() => assertPublishable('', 'q', 10, { messageId: 'm'.repeat(300) }, 'p')).toThrow(ConfigurationError);
+    expect(() => assertPublishable('', 'r'.repeat(300), 10, {}, 'p')).toThrow(ConfigurationError);
+    expect(() => assertPublishable('', 'q', 10, { priority: 300 }, 'p')).toThrow(ConfigurationError);
+    expect(() => assertPublishable('', 'q', 10, { headers: { big: 'x'.repeat(70_000) } }, 'p')).toThrow(MessageTooLargeError);
+    expect(() => assertPublishable('ex', 'q', 10, { messageId: 'm'.repeat(255), headers: { a: 1 }, expiration: 1000, persistent: true }, 'p')).not.toThrow();
   });
 });
