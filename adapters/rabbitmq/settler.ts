@@ -122,8 +122,8 @@ export class DeliverySettler implements Settler {
       try {
         await this.context.publish(this.context.deadLetterExchange, this.context.deadLetterRoutingKey, this.message.content, properties);
       } catch (error) {
-        if (!(error instanceof MessageTooLargeError || error instanceof ConfigurationError)) await this.fallback('reject', error);
-        // The copy cannot be encoded at all: send one with the dead-letter headers only.
+        // Only a copy amqplib cannot encode is sent again, with the dead-letter headers only.
+        if (!(error instanceof MessageTooLargeError || error instanceof ConfigurationError)) return await this.fallback('reject', error);
         const stripped = strippedDeadLetterProperties(this.message, info, this.context.queue, this.context.now());
         try {
           await this.context.publish(this.context.deadLetterExchange, this.context.deadLetterRoutingKey, this.message.content, stripped);
