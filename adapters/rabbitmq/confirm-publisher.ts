@@ -36,7 +36,7 @@ export class ConfirmPublisher {
   private sequence = 0;
 
   constructor(
-    manager: AmqpConnectionManager,
+    private readonly manager: AmqpConnectionManager,
     private readonly options: ConfirmPublisherOptions,
   ) {
     this.channel = new SupervisedChannel(manager, {
@@ -72,7 +72,7 @@ export class ConfirmPublisher {
     const id = `${this.idPrefix}-${++this.sequence}`;
     const headers = { ...(options.headers ?? {}), [HEADERS.publishId]: id };
     const publishOptions = { ...options, headers, mandatory: true };
-    assertPublishable(exchange, routingKey, content.length, publishOptions, `publish to exchange "${exchange}" with routing key "${routingKey}"`);
+    assertPublishable(exchange, routingKey, content.length, publishOptions, `publish to exchange "${exchange}" with routing key "${routingKey}"`, this.frameMax());
     const entry: { returned?: string } = {};
     this.pending.set(id, entry);
     try {
@@ -86,6 +86,13 @@ export class ConfirmPublisher {
       this.pending.delete(id);
     }
     if (entry.returned !== undefined) throw new UnroutableError(exchange, routingKey, entry.returned);
+  }
+
+  /** The negotiated frame_max of the current connection, bytes; undefined while disconnected. */
+  private frameMax(): number | undefined {
+    const connection = this.manager.connection as unknown as { connection?: { frameMax?: unknown } } | undefined;
+    const value = connection?.connection?.frameMax;
+    return typeof value === 'number' ? value : undefined;
   }
 
   /** Closes the channel; unconfirmed publishes reject. */

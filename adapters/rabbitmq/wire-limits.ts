@@ -37,21 +37,30 @@ let scratch: Buffer | undefined;
  * Checks that amqplib can encode a publish of `contentBytes` bytes to `exchange` with
  * `routingKey` and `options` (as given to `ConfirmChannel.publish`).
  * @param what names the publish in the error message
+ * @param frameMax the connection's negotiated frame_max, bytes, when known
  * @throws MessageTooLargeError when the header table encodes to more than
- *   {@link MAX_HEADER_TABLE_BYTES} bytes (nothing was sent)
+ *   {@link MAX_HEADER_TABLE_BYTES} bytes, or the properties frame is over `frameMax` (nothing was sent)
  * @throws ConfigurationError when amqplib cannot encode it otherwise: a header value with no AMQP
  *   type, a header name, message id, routing key or other short string over 255 bytes, a
  *   priority out of range (nothing was sent)
  */
-export function assertPublishable(exchange: string, routingKey: string, contentBytes: number, options: Options.Publish, what: string): void {
+export function assertPublishable(exchange: string, routingKey: string, contentBytes: number, options: Options.Publish, what: string, frameMax?: number): void {
   const headerBytes = headerTableSize(options.headers, what);
   if (headerBytes > MAX_HEADER_TABLE_BYTES) throw tooLarge(what, headerBytes);
+  let headerFrame: Buffer;
   try {
     const fields = apiArgs.publish(exchange, routingKey, options);
     defs.encodeMethod(defs.BasicPublish, 1, fields);
-    defs.encodeProperties(defs.BasicProperties, 1, contentBytes, fields);
+    headerFrame = defs.encodeProperties(defs.BasicProperties, 1, contentBytes, fields);
   } catch (error) {
     throw new ConfigurationError(`${what} was not sent: amqplib cannot encode it (${error instanceof Error ? error.message : String(error)})`, { cause: error });
+  }
+  // amqplib splits the body into frames of frameMax but sends the properties as one frame; the
+  // broker closes the whole connection (FRAME_ERROR) for a frame over the negotiated frame_max.
+  if (frameMax !== undefined && frameMax > 0 && headerFrame.length > frameMax) {
+    throw new MessageTooLargeError(
+      `${what} was not sent: its properties frame is ${headerFrame.length} bytes, more than the connection's negotiated frame_max of ${frameMax} bytes`,
+    );
   }
 }
 

@@ -93,7 +93,8 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     const properties = { ...replayProperties(item.message, Date.now()), mandatory: true };
     try {
       // amqplib fails an unencodable publish only after registering its confirm callback.
-      assertPublishable(route.exchange, route.routingKey, item.message.content.length, properties, `the replay to ${describe(route).description}`);
+      const frameMax = (this.model?.connection as unknown as { frameMax?: number } | undefined)?.frameMax;
+      assertPublishable(route.exchange, route.routingKey, item.message.content.length, properties, `the replay to ${describe(route).description}`, frameMax);
     } catch (error) {
       throw new ReplayItemError(`${(error as Error).message}; left in the DLQ`);
     }

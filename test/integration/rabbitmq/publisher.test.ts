@@ -85,6 +85,22 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     expect(messages.map((m) => m.properties.messageId)).toEqual(['after-1', 'after-2', 'after-3', 'after-4']);
   });
 
+  test('with a frameMax below the header size, a publish fails at once with MessageTooLargeError instead of the broker closing the connection', async () => {
+    const queue = h.queue('small-frames');
+    const ch = await h.admin.ch();
+    await ch.assertQueue(queue, { durable: false });
+    const small = new RabbitMqPublisher({ url: `${AMQP_URL}?frameMax=8192`, publishTimeoutMs: 5000 });
+    await small.connect();
+    try {
+      await expect(small.sendToQueue(queue, { a: 1 }, { headers: { blob: 'x'.repeat(20_000) } })).rejects.toThrow(/negotiated frame_max of 8192 bytes/);
+      await small.sendToQueue(queue, { ok: 1 }, { idempotencyKey: 'after' }); // same connection, still open
+      const messages = await h.admin.drain(queue);
+      expect(messages.map((m) => m.properties.messageId)).toEqual(['after']);
+    } finally {
+      await small.close();
+    }
+  });
+
   test('publish before connect and an empty key are configuration errors', async () => {
     const idle = new RabbitMqPublisher({ url: AMQP_URL });
     await expect(idle.publish('', 'q', {})).rejects.toBeInstanceOf(ConfigurationError);
