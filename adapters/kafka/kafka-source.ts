@@ -446,7 +446,17 @@ export class KafkaSource implements MessageSource {
         return;
       } catch (error) {
         this.counters.deadLetterFailures++;
-        this.logger.warn({ err: error, topic, attempt, offset: record.offset }, 'twophase/kafka: writing a dead letter failed; retrying (the partition waits)');
+        if ((error as { retriable?: unknown } | undefined)?.retriable === false) {
+          // The broker refuses this record for good (for example MESSAGE_TOO_LARGE: the copy with
+          // the reason headers is over the dead-letter topic's max.message.bytes). Skipping it
+          // would lose it, so the partition keeps waiting, and says why loudly.
+          this.logger.error(
+            { err: error, topic, attempt, offset: record.offset, errorType: (error as { type?: unknown }).type },
+            'twophase/kafka: the dead-letter topic refuses this record and will until its configuration changes; the partition waits (nothing is skipped)',
+          );
+        } else {
+          this.logger.warn({ err: error, topic, attempt, offset: record.offset }, 'twophase/kafka: writing a dead letter failed; retrying (the partition waits)');
+        }
         if (this.lifecycle === 'stopping' && Date.now() > this.stopDeadline) {
           throw new DeadLetterError(topic, `dead letter of ${worker.topic}[${worker.partition}]@${record.offset} not written before the shutdown deadline`, { cause: error });
         }

@@ -3,8 +3,8 @@
  * partition, dead-lettering and replay, offsets never past an unsettled record (S10), and
  * pause-and-resume in place (S12).
  */
-import type { IHeaders, Kafka } from 'kafkajs';
-import { ack, PermanentError, RetryableError } from '../../../src';
+import { ConfigResourceTypes, type IHeaders, type Kafka } from 'kafkajs';
+import { ack, PermanentError, RetryableError, silentLogger } from '../../../src';
 import { runCli } from '../../../adapters/cli';
 import { HEADERS, type KafkaSourceEvent, readHeader } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
@@ -186,6 +186,44 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     expect(second.events.filter((e) => e.type === 'dead_lettered').map((e) => (e as { reason: string }).reason)).toEqual(['invalid_body']);
     expect(log.duplicated()).toEqual([]);
     expect(log.applied.size).toBe(6);
+  });
+
+  test('a dead-letter topic that refuses the record for good (MESSAGE_TOO_LARGE) blocks the partition loudly, loses nothing, and resumes once fixed', async () => {
+    const topic = await topics.create('dlq-refuse', 1);
+    const groupId = unique('dlq-refuse-group');
+    const admin = await topics.connect();
+    const setMaxBytes = (value: string) =>
+      admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: `${topic}.dlq`, configEntries: [{ name: 'max.message.bytes', value }] }] });
+    await setMaxBytes('1024');
+    const { producer, close } = await keyedProducer(kafka);
+    await producer.send(topic, [
+      { idempotencyKey: 'big-poison', value: JSON.stringify({ id: 'big-poison', seq: 0, poison: true, pad: 'p'.repeat(2000) }) },
+      ...messages('after', 2),
+    ]);
+    await close();
+
+    const errors: string[] = [];
+    const logger = { ...silentLogger, error: (_o: object, msg?: string) => void errors.push(msg ?? '') };
+    const log = new EffectLog();
+    const source = fastSource(kafka, { topics: [topic], groupId, logger, deadLetterBackoff: { initialDelayMs: 50, maxDelayMs: 200 } });
+    const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer('dlq-refuse'), source }, async (message, context) => {
+      if (message.body.poison) throw new PermanentError('cannot handle this one');
+      return applying(log)(message, context);
+    });
+    consumers.push(consumer);
+    await consumer.start();
+
+    await waitFor(() => source.stats.deadLetterFailures >= 3, 'the dead-letter write refused several times', 30_000);
+    expect(errors.some((m) => m.includes('the dead-letter topic refuses this record'))).toBe(true);
+    expect(log.applied.size).toBe(0); // the records behind it wait: order within the partition holds
+    expect((await topics.committed(groupId, topic))[0]).toBe('-1');
+
+    await setMaxBytes('1048588');
+    await waitFor(() => topics.fullyCommitted(groupId, topic), 'dead letter written and every offset committed', 30_000);
+    expect(source.stats.deadLettered).toBe(1);
+    expect([...log.applied.keys()].sort()).toEqual([`${groupId}:after-0`, `${groupId}:after-1`]);
+    const [dead] = await readAll(kafka, `${topic}.dlq`, 1);
+    expect(readHeader(dead!.headers, HEADERS.reason)).toBe('permanent_error');
   });
 
   test('S10: an offset is never committed past a record whose claim is not committed or dead-lettered', async () => {
