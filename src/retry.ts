@@ -42,11 +42,16 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Rejects with {@link TimeoutError} when `promise` has not settled within `ms` milliseconds. */
+/**
+ * Rejects with {@link TimeoutError} when `promise` has not settled within `ms` milliseconds. The
+ * timer is unref'd: a deadline alone never keeps the process alive.
+ */
 export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new TimeoutError(`${what} did not finish within ${ms} ms`)), ms);
+    // A deadline alone never keeps the process alive: what it waits on does, if anything.
+    timer.unref();
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

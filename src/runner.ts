@@ -38,14 +38,16 @@ export interface Runner {
 /**
  * Starts every consumer. If one fails to start, the ones already started are stopped and the
  * error is rethrown (startup fails closed). The signal handlers are installed first, so a signal
- * during startup stops every consumer (the one starting included) and starts no more; the
- * returned runner is then already stopping.
+ * during startup stops every consumer (the one starting included), starts no more, and resolves
+ * at once with the runner, already stopping (without waiting for a start that hangs).
  * @throws the first start error (for example DeploymentValidationError)
  */
 export async function runConsumers(consumers: readonly RunnableConsumer[], options: RunnerOptions = {}): Promise<Runner> {
   const logger = options.logger ?? consoleWarnLogger;
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
   let stopping: Promise<void> | undefined;
+  let signalled!: () => void;
+  const onStopping = new Promise<'stopping'>((resolve) => (signalled = () => resolve('stopping')));
   const stop = () => {
     stopping ??= (async () => {
       for (const s of signals) process.removeListener(s, onSignal);
@@ -56,6 +58,7 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
   const onSignal = (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'twophase: signal received, shutting down gracefully');
     void stop().then(() => (options.onShutdown ? options.onShutdown(signal) : (process.exitCode = process.exitCode ?? 0)));
+    signalled();
   };
   for (const s of signals) process.on(s, onSignal);
   const runner: Runner = {
@@ -67,8 +70,11 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
   };
   for (const consumer of consumers) {
     if (stopping) break;
+    const starting = consumer.start();
+    starting.catch(() => undefined); // may be left behind by a signal
     try {
-      await consumer.start();
+      // A signal ends the wait: a start that hangs (a claimer's ready()) must not hold the runner.
+      if ((await Promise.race([starting, onStopping])) === 'stopping') break;
     } catch (error) {
       if (stopping) break; // stopped by a signal while starting: not a startup failure
       for (const s of signals) process.removeListener(s, onSignal);

@@ -37,6 +37,7 @@ import {
   type Logger,
   type MessageSource,
   type RejectInfo,
+  ShutdownError,
   sleep,
   type SourceStartOptions,
   Semaphore,
@@ -206,6 +207,7 @@ export class KafkaSource implements MessageSource {
    * (or none) is warned about.
    * @throws ConfigurationError when a dead-letter topic is missing and `deadLetterTopicCheck` is `exists`, or when called twice
    * @throws the client's error when the broker cannot be reached
+   * @throws ShutdownError when `close()` was called before it finished (everything it connected is disconnected)
    */
   async start(sink: DeliverySink, startOptions: SourceStartOptions): Promise<void> {
     if (this.lifecycle !== 'created') throw new ConfigurationError(`start() called on a Kafka source that is ${this.lifecycle}`);
@@ -217,25 +219,41 @@ export class KafkaSource implements MessageSource {
     this.host = this.makeHost(sink, new Semaphore(concurrency), preclaimMaxAgeMs);
     this.sink = sink;
     this.warnAboutSession(startOptions.handlerTimeoutMs);
+    // close() may come while this runs (a stop during startup): after every step, stop there and
+    // disconnect what was connected, so nothing joins the group after the source was closed.
+    const stillStarting = (running = false) => {
+      if (this.lifecycle !== (running ? 'running' : 'starting')) throw new ShutdownError('the Kafka source was closed while starting');
+    };
+    let producer: RecordProducer | undefined;
+    let consumer: GroupConsumer | undefined;
     try {
       await this.checkDeadLetterTopics();
-      this.producer = this.client.producer(this.options.producer);
-      await this.producer.connect();
-      const consumer = this.client.consumer(this.options.consumer);
+      stillStarting();
+      producer = this.client.producer(this.options.producer);
+      this.producer = producer;
+      await producer.connect();
+      stillStarting();
+      consumer = this.client.consumer(this.options.consumer);
       this.consumer = consumer;
+      const member = consumer;
       this.unsubscribe.push(
-        consumer.onGroupJoin((event) => this.onGroupJoin(event)),
-        consumer.onRebalancing(() => this.onRebalancing()),
-        consumer.onCrash((error, restart) => this.onClientCrash(error, restart)),
+        member.onGroupJoin((event) => this.onGroupJoin(event)),
+        member.onRebalancing(() => this.onRebalancing()),
+        member.onCrash((error, restart) => this.onClientCrash(error, restart)),
       );
       await consumer.connect();
+      stillStarting();
       await consumer.subscribe({ topics: this.options.topics, fromBeginning: this.options.fromBeginning });
+      stillStarting();
       this.lifecycle = 'running';
       await consumer.run((batch) => this.onBatch(batch));
       if (this.clientCrashed) throw new ConfigurationError('the Kafka consumer crashed while starting; see the logged error');
+      stillStarting(true);
     } catch (error) {
       this.lifecycle = 'closed';
       await this.disconnectClients();
+      // close() may have taken the fields first, while these were still connecting.
+      await Promise.all([consumer?.disconnect().catch(() => undefined), producer?.disconnect().catch(() => undefined)]);
       throw error;
     }
     this.commitTimer = setInterval(() => void this.flush(), this.options.commitIntervalMs);

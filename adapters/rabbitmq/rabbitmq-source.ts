@@ -13,6 +13,7 @@ import {
   type MessageSource,
   type PreparedClaim,
   type RequeueCause,
+  ShutdownError,
   TimeoutError,
   withDeadline,
 } from '../../src';
@@ -76,6 +77,8 @@ export class RabbitMqSource implements MessageSource {
   private topologyFresh = false;
   private intakeStopped = false;
   private closing = false;
+  /** Ends start()'s current wait with ShutdownError when close() comes first. */
+  private abortStart: ((error: Error) => void) | undefined;
   private failure: Error | undefined;
   private resubscribeTimer: NodeJS.Timeout | undefined;
   private firstSubscription: { resolve: () => void; reject: (error: Error) => void } | undefined;
@@ -170,6 +173,7 @@ export class RabbitMqSource implements MessageSource {
    * @throws ConfigurationError for an invalid topology (missing entity in `check` mode, a queue
    *   with other arguments, in particular without a dead-letter exchange), or when called twice
    * @throws BrokerUnavailableError when no connection opens within `connectTimeoutMs`
+   * @throws ShutdownError when `close()` was called before it finished (everything it opened is closed)
    */
   async start(sink: DeliverySink, options: { readonly concurrency: number }): Promise<void> {
     if (this.stateValue !== 'created') throw new ConfigurationError(`start() called on a RabbitMQ source that is ${this.stateValue}`);
@@ -191,16 +195,26 @@ export class RabbitMqSource implements MessageSource {
     const publishManager = this.connectionManager(`${o.connectionName}:publish`);
     this.publishManager = publishManager;
     this.watchConnection(publishManager, 'publish');
+    // close() during start() ends every wait below at once (ShutdownError), so a stop during a
+    // slow connect or subscribe neither waits for it nor leaves a timer behind.
+    const closed = new Promise<never>((_, reject) => {
+      this.abortStart = reject;
+    });
+    closed.catch(() => undefined);
+    const untilClosed = <T>(step: Promise<T>): Promise<T> => Promise.race([step, closed]);
     try {
       try {
-        await Promise.all([manager.connect({ timeout: o.connectTimeoutMs }), publishManager.connect({ timeout: o.connectTimeoutMs })]);
+        // Not amqp-connection-manager's own connect timeout: close() would not cancel its timer.
+        await withDeadline(untilClosed(Promise.all([manager.connect(), publishManager.connect()])), o.connectTimeoutMs, 'connecting to RabbitMQ');
       } catch (error) {
+        if (error instanceof ShutdownError) throw error;
         throw new BrokerUnavailableError(`could not connect to RabbitMQ within ${o.connectTimeoutMs} ms: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
       }
-      await applyTopology(() => this.openTopologyChannel(), this.plan);
+      await untilClosed(applyTopology(() => this.openTopologyChannel(), this.plan));
       this.topologyFresh = true;
       this.publisher = new ConfirmPublisher(publishManager, { name: `${o.connectionName}:publish`, timeoutMs: o.publishTimeoutMs, recoveryDelayMs: o.reconnectDelayMs, logger: this.logger });
-      await this.publisher.start(o.connectTimeoutMs).catch((error: unknown) => {
+      await untilClosed(this.publisher.start(o.connectTimeoutMs)).catch((error: unknown) => {
+        if (error instanceof ShutdownError) throw error;
         throw new BrokerUnavailableError('the publisher channel did not open', { cause: error });
       });
       const subscribed = new Promise<void>((resolve, reject) => {
@@ -215,17 +229,23 @@ export class RabbitMqSource implements MessageSource {
         onClose: (channel, error, recovering) => this.onChannelClosed(channel, error, recovering),
       });
       this.consumeChannel.start();
-      await withDeadline(subscribed, o.connectTimeoutMs, `subscribing to queue "${o.queue}"`).catch((error: unknown) => {
+      await withDeadline(untilClosed(subscribed), o.connectTimeoutMs, `subscribing to queue "${o.queue}"`).catch((error: unknown) => {
         if (error instanceof TimeoutError) throw new BrokerUnavailableError(`could not subscribe to queue "${o.queue}" within ${o.connectTimeoutMs} ms`, { cause: error });
         throw error;
       });
       if (this.stateValue === 'starting') this.stateValue = 'consuming';
     } catch (error) {
       this.firstSubscription = undefined;
-      this.stateValue = 'failed';
-      this.failure = error as Error;
+      if (error instanceof ShutdownError) {
+        this.stateValue = 'closed';
+      } else {
+        this.stateValue = 'failed';
+        this.failure = error as Error;
+      }
       await this.shutdown();
       throw error;
+    } finally {
+      this.abortStart = undefined;
     }
   }
 
@@ -257,6 +277,7 @@ export class RabbitMqSource implements MessageSource {
    */
   async close(): Promise<void> {
     this.intakeStopped = true;
+    this.abortStart?.(new ShutdownError('the RabbitMQ source was closed while starting'));
     await this.shutdown();
     if (this.stateValue !== 'failed') this.stateValue = 'closed';
   }

@@ -427,7 +427,7 @@ describe('runner', () => {
     expect(process.listenerCount('SIGTERM')).toBe(0);
   });
 
-  test('SIGTERM during startup stops the consumer being started and starts no more; runConsumers resolves with a stopping runner', async () => {
+  test('SIGTERM during startup stops the consumer being started and starts no more; runConsumers resolves at once with a stopping runner, even while a start hangs', async () => {
     const first = new ManualSource();
     const second = new ManualSource();
     const third = new ManualSource();
@@ -441,9 +441,10 @@ describe('runner', () => {
     await waitFor(() => ready !== undefined); // a started, b waits for its claimer
     process.emit('SIGTERM', 'SIGTERM');
     await waitFor(() => shutdownSignal === 'SIGTERM');
-    ready();
-    const runner = await running;
+    const runner = await running; // without b's ready(): a hanging start does not hold the runner
     expect(runner.health().consumers.map((h) => h.state)).toEqual(['stopped', 'stopped', 'stopped']);
+    ready();
+    await sleep(10);
     expect([first.started, second.started, third.started]).toEqual([true, false, false]);
     expect(first.closed).toBe(true);
     expect(process.listenerCount('SIGTERM')).toBe(0);

@@ -3,7 +3,7 @@
  * headers, the producer helper, the CLI's broker parsing, and, on an in-process fake client,
  * group generations, commit fencing, in-place retries and dead-letter retries. Needs no service.
  */
-import { ack, ConfigurationError, type Delivery, InMemoryClaimer, InvalidKeyError, PermanentError, RetryableError, silentLogger } from '../../../src';
+import { ack, ConfigurationError, type Delivery, InMemoryClaimer, InvalidKeyError, PermanentError, RetryableError, ShutdownError, silentLogger } from '../../../src';
 import { deadLetterRecord, HEADERS, KafkaSource, type KafkaSourceOptions, readHeader, replayRecord, withIdempotencyKey } from '../../../adapters/kafka';
 import { parseBrokers } from '../../../adapters/cli/backends/kafka';
 import { FakeKafka } from './support/fake-client';
@@ -62,6 +62,48 @@ describe('KafkaSource options', () => {
     await source.start(sink, { concurrency: 1, leaseTtlMs: 900 });
     expect((source as unknown as { host: { preclaimMaxAgeMs: number } }).host.preclaimMaxAgeMs).toBe(300);
     await source.close();
+  });
+});
+
+describe('KafkaSource closed while it starts', () => {
+  const sink = { dispatch: () => Promise.reject(new Error('unused')), claimBatch: () => Promise.resolve([]) };
+  function gated(kafka: FakeKafka, step: 'listTopics' | 'connect'): { release: () => void; reached: () => boolean } {
+    let release!: () => void;
+    let reached = false;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    if (step === 'listTopics') {
+      const list = kafka.adminClient.listTopics.bind(kafka.adminClient);
+      kafka.adminClient.listTopics = async () => {
+        reached = true;
+        await gate;
+        return list();
+      };
+    } else {
+      const make = kafka.consumer.bind(kafka);
+      kafka.consumer = (config) => {
+        const consumer = make(config);
+        consumer.connect = async () => {
+          reached = true;
+          await gate;
+        };
+        return consumer;
+      };
+    }
+    return { release, reached: () => reached };
+  }
+
+  test.each(['listTopics', 'connect'] as const)('close() during %s: start() rejects with ShutdownError, nothing is left connected or running', async (step) => {
+    const kafka = new FakeKafka(['orders', 'orders.dlq']);
+    const gate = gated(kafka, step);
+    const source = new KafkaSource({ client: kafka }, base);
+    const starting = source.start(sink, { concurrency: 1 });
+    await waitFor(() => gate.reached(), `start reached ${step}`);
+    await source.close();
+    gate.release();
+    await expect(starting).rejects.toBeInstanceOf(ShutdownError);
+    expect(kafka.consumers.every((c) => c.disconnected && !c.running)).toBe(true);
+    expect(kafka.consumers).toHaveLength(step === 'connect' ? 1 : 0);
+    expect(source.isConsuming()).toBe(false);
   });
 });
 

@@ -203,6 +203,38 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     expect(consumer.health().live).toBe(false);
   });
 
+  test('stop() while the source connects to an unreachable broker: start() ends with ShutdownError at once, not at connectTimeoutMs', async () => {
+    const source = h.source({ queue: h.queue('unreachable'), url: 'amqp://guest:guest@127.0.0.1:1', connectTimeoutMs: 60_000 });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async () => ack());
+    const starting = consumer.start();
+    const outcome = starting.then(
+      () => 'resolved',
+      (error: Error) => error.name,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await consumer.stop();
+    expect(await outcome).toBe('ShutdownError'); // a BrokerUnavailableError would only come after 60 s (beyond the test timeout)
+    expect(source.state).toBe('closed');
+    expect(consumer.health().state).toBe('stopped');
+  });
+
+  test('stop() while the source subscribes on a live broker: nothing stays subscribed to the queue', async () => {
+    const queue = h.queue('stop-during-start');
+    const source = h.source({ queue });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async () => ack());
+    const opened = new Promise<void>((resolve) => source.on('channel_opened', () => resolve()));
+    const starting = consumer.start().then(
+      () => 'resolved',
+      (error: Error) => error.name,
+    );
+    await opened;
+    await consumer.stop();
+    expect(['resolved', 'ShutdownError']).toContain(await starting);
+    expect(consumer.health().state).toBe('stopped');
+    const ch = await h.admin.ch();
+    await waitFor(async () => (await ch.checkQueue(queue)).consumerCount === 0, 'no consumer left on the queue');
+  });
+
   test("topology 'check' refuses a missing queue and accepts a declared one", async () => {
     const queue = h.queue('check');
     const missing = h.source({ queue, topology: 'check' });
