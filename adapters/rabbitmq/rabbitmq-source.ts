@@ -79,6 +79,7 @@ export class RabbitMqSource implements MessageSource {
   private closing = false;
   /** Ends start()'s current wait with ShutdownError when close() comes first. */
   private abortStart: ((error: Error) => void) | undefined;
+  private shuttingDown: Promise<void> | undefined;
   private failure: Error | undefined;
   private resubscribeTimer: NodeJS.Timeout | undefined;
   private firstSubscription: { resolve: () => void; reject: (error: Error) => void } | undefined;
@@ -573,7 +574,13 @@ export class RabbitMqSource implements MessageSource {
     });
   }
 
-  private async shutdown(): Promise<void> {
+  /** Closes channels and connections once; concurrent callers (close() during start()) share it. */
+  private shutdown(): Promise<void> {
+    this.shuttingDown ??= this.shutdownNow();
+    return this.shuttingDown;
+  }
+
+  private async shutdownNow(): Promise<void> {
     this.closing = true;
     clearTimeout(this.resubscribeTimer);
     for (const wake of [...this.pauses]) wake();
