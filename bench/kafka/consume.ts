@@ -26,7 +26,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Redis from 'ioredis';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { type EachBatchHandler, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, type Message, silentLogger } from '../../src';
 import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
@@ -128,26 +128,28 @@ async function waitDone(effects: Effects): Promise<void> {
   }
 }
 
-async function raw(run: number): Promise<RunResult> {
-  const effects = new Effects();
-  const consumer = kafka.consumer({ groupId: `bench-raw-${tag}-${run}`, maxWaitTimeInMs: 250 });
+/** Runs a plain kafkajs consumer of the bench topic with `eachBatch` until every effect is applied. */
+async function consumeRaw(groupId: string, effects: Effects, eachBatch: EachBatchHandler): Promise<RunResult> {
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 250 });
   await consumer.connect();
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
   const started = performance.now();
-  await consumer.run({
-    partitionsConsumedConcurrently: args.partitions,
-    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
-      for (const message of batch.messages) {
-        const body = JSON.parse(message.value!.toString('utf8')) as { id: string };
-        effects.apply(body.id);
-        resolveOffset(message.offset);
-      }
-      await heartbeat();
-    },
-  });
+  await consumer.run({ partitionsConsumedConcurrently: args.partitions, eachBatch });
   await waitDone(effects);
   await consumer.disconnect();
   return result(effects, started);
+}
+
+async function raw(run: number): Promise<RunResult> {
+  const effects = new Effects();
+  return consumeRaw(`bench-raw-${tag}-${run}`, effects, async ({ batch, resolveOffset, heartbeat }) => {
+    for (const message of batch.messages) {
+      const body = JSON.parse(message.value!.toString('utf8')) as { id: string };
+      effects.apply(body.id);
+      resolveOffset(message.offset);
+    }
+    await heartbeat();
+  });
 }
 
 /**
@@ -161,45 +163,35 @@ async function raw(run: number): Promise<RunResult> {
 async function floor(run: number, store: 'memory' | Redis, prefix: string): Promise<RunResult> {
   const effects = new Effects();
   const claims = new Map<string, number>();
-  const consumer = kafka.consumer({ groupId: `bench-floor-${tag}-${run}-${store === 'memory' ? 'm' : 'r'}`, maxWaitTimeInMs: 250 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
-  const started = performance.now();
-  await consumer.run({
-    partitionsConsumedConcurrently: args.partitions,
-    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
-      if (store === 'memory') {
-        for (const message of batch.messages) {
-          const key = message.headers!['idempotency-key']!.toString();
-          if (claims.get(key) === undefined) {
-            claims.set(key, 1);
-            const body = JSON.parse(message.value!.toString('utf8')) as { id: string };
-            effects.apply(body.id);
-            claims.set(key, 2);
-          }
-          resolveOffset(message.offset);
-        }
-      } else {
-        const keys = batch.messages.map((message) => `${prefix}:{${message.headers!['idempotency-key']!.toString()}}`);
-        const claimed = store.pipeline();
-        for (const key of keys) claimed.set(key, 'leased', 'PX', 30_000, 'NX');
-        const replies = (await claimed.exec())!;
-        const commits = store.pipeline();
-        batch.messages.forEach((message, i) => {
-          if (replies[i]![1] !== 'OK') return;
+  return consumeRaw(`bench-floor-${tag}-${run}-${store === 'memory' ? 'm' : 'r'}`, effects, async ({ batch, resolveOffset, heartbeat }) => {
+    if (store === 'memory') {
+      for (const message of batch.messages) {
+        const key = message.headers!['idempotency-key']!.toString();
+        if (claims.get(key) === undefined) {
+          claims.set(key, 1);
           const body = JSON.parse(message.value!.toString('utf8')) as { id: string };
           effects.apply(body.id);
-          commits.set(keys[i]!, 'done', 'PX', 600_000);
-        });
-        await commits.exec();
-        for (const message of batch.messages) resolveOffset(message.offset);
+          claims.set(key, 2);
+        }
+        resolveOffset(message.offset);
       }
-      await heartbeat();
-    },
+    } else {
+      const keys = batch.messages.map((message) => `${prefix}:{${message.headers!['idempotency-key']!.toString()}}`);
+      const claimed = store.pipeline();
+      for (const key of keys) claimed.set(key, 'leased', 'PX', 30_000, 'NX');
+      const replies = (await claimed.exec())!;
+      const commits = store.pipeline();
+      batch.messages.forEach((message, i) => {
+        if (replies[i]![1] !== 'OK') return;
+        const body = JSON.parse(message.value!.toString('utf8')) as { id: string };
+        effects.apply(body.id);
+        commits.set(keys[i]!, 'done', 'PX', 600_000);
+      });
+      await commits.exec();
+      for (const message of batch.messages) resolveOffset(message.offset);
+    }
+    await heartbeat();
   });
-  await waitDone(effects);
-  await consumer.disconnect();
-  return result(effects, started);
 }
 
 class Bench extends ConsumerBase<{ id: string }> {

@@ -22,9 +22,18 @@ function cpuSince(start: NodeJS.CpuUsage): number {
   return d.user + d.system;
 }
 
-/** Raw amqplib: consume with manual acks, ack each message at once. */
-export async function runRaw(queue: string, prefetch: number, count: number): Promise<Measured> {
-  const model = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: 'twophase-bench-raw' } });
+/**
+ * Consumes `queue` with plain amqplib and manual acks until `count` messages were acked. `onMessage`
+ * gets each delivery and an `ack` to call when done with it. Timed from the first delivery.
+ */
+async function consumeRaw(
+  queue: string,
+  prefetch: number,
+  count: number,
+  name: string,
+  onMessage: (message: amqp.ConsumeMessage, ack: () => void) => void,
+): Promise<Measured> {
+  const model = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: name } });
   const ch = await model.createChannel();
   await ch.prefetch(prefetch, false);
   let seen = 0;
@@ -35,18 +44,25 @@ export async function runRaw(queue: string, prefetch: number, count: number): Pr
       queue,
       (message) => {
         if (!message) return;
-        if (seen === 0) {
+        if (first === 0) {
           first = performance.now();
           cpu = process.cpuUsage();
         }
-        ch.ack(message, false);
-        if (++seen === count) resolve({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });
+        onMessage(message, () => {
+          ch.ack(message, false);
+          if (++seen === count) resolve({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });
+        });
       },
       { noAck: false },
     );
   });
   await model.close();
   return measured;
+}
+
+/** Raw amqplib: consume with manual acks, ack each message at once. */
+export function runRaw(queue: string, prefetch: number, count: number): Promise<Measured> {
+  return consumeRaw(queue, prefetch, count, 'twophase-bench-raw', (_message, ack) => ack());
 }
 
 /**
@@ -60,48 +76,24 @@ export async function runRaw(queue: string, prefetch: number, count: number): Pr
  * A goal above the floor's ratio cannot be met by any design that records a claim per key in
  * that store; twophase's distance to the floor is its own overhead.
  */
-export async function runFloor(queue: string, prefetch: number, count: number, store: 'memory' | Redis, prefix: string): Promise<Measured> {
-  const model = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: 'twophase-bench-floor' } });
-  const ch = await model.createChannel();
-  await ch.prefetch(prefetch, false);
+export function runFloor(queue: string, prefetch: number, count: number, store: 'memory' | Redis, prefix: string): Promise<Measured> {
   const claims = new Map<string, number>();
-  let seen = 0;
-  let first = 0;
-  let cpu = process.cpuUsage();
-  let finish!: (m: Measured) => void;
-  const finished = new Promise<Measured>((resolve) => (finish = resolve));
-  const acked = (message: amqp.ConsumeMessage) => {
-    ch.ack(message, false);
-    if (++seen === count) finish({ elapsedMs: performance.now() - first, cpuUs: cpuSince(cpu) });
-  };
-  await ch.consume(
-    queue,
-    (message) => {
-      if (!message) return;
-      if (first === 0) {
-        first = performance.now();
-        cpu = process.cpuUsage();
+  return consumeRaw(queue, prefetch, count, 'twophase-bench-floor', (message, ack) => {
+    const key = String(message.properties.headers?.['idempotency-key']);
+    if (store === 'memory') {
+      if (claims.get(key) === undefined) {
+        claims.set(key, 1);
+        claims.set(key, 2);
       }
-      const key = String(message.properties.headers?.['idempotency-key']);
-      if (store === 'memory') {
-        if (claims.get(key) === undefined) {
-          claims.set(key, 1);
-          claims.set(key, 2);
-        }
-        acked(message);
-        return;
-      }
-      const recordKey = `${prefix}:{${key}}`;
-      void store
-        .set(recordKey, 'leased', 'PX', 30_000, 'NX')
-        .then((claimed) => (claimed === 'OK' ? store.set(recordKey, 'done', 'PX', 600_000) : undefined))
-        .then(() => acked(message));
-    },
-    { noAck: false },
-  );
-  const measured = await finished;
-  await model.close();
-  return measured;
+      ack();
+      return;
+    }
+    const recordKey = `${prefix}:{${key}}`;
+    void store
+      .set(recordKey, 'leased', 'PX', 30_000, 'NX')
+      .then((claimed) => (claimed === 'OK' ? store.set(recordKey, 'done', 'PX', 600_000) : undefined))
+      .then(ack);
+  });
 }
 
 /**
