@@ -2,11 +2,11 @@
  * The publisher helper on the real broker: message id and idempotency-key header, confirms,
  * unroutable messages, and retried publishes deduplicated by the consumer.
  */
-import { ack, ConfigurationError, IDEMPOTENCY_KEY_HEADER } from '../../../src';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER } from '../../../src';
 import { MessageTooLargeError, RabbitMqPublisher, UnroutableError } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
-import { EffectLog, Harness } from './support/harness';
+import { applying, EffectLog, Harness } from './support/harness';
 import { waitFor } from './support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
@@ -26,10 +26,7 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     const queue = h.queue('pub');
     const effects = new EffectLog();
     const source = h.source({ queue });
-    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(effects));
     await consumer.start();
     await consumer.stop(); // keep the messages in the queue to inspect them first
     const r1 = await publisher.sendToQueue(queue, { paymentId: 'p-1' }, { idempotencyKey: 'p-1' });
@@ -47,10 +44,7 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     expect(m3!.properties.contentType).toBeUndefined();
 
     const source2 = h.source({ queue });
-    const consumer2 = h.consumer({ source: source2, claimer: h.claimer('memory') }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer2 = h.consumer({ source: source2, claimer: h.claimer('memory') }, applying(effects));
     await consumer2.start();
     await publisher.sendToQueue(queue, { paymentId: 'p-2' }, { idempotencyKey: 'p-2' });
     await publisher.sendToQueue(queue, { paymentId: 'p-2' }, { idempotencyKey: 'p-2' });

@@ -8,7 +8,7 @@
 import { ack, PermanentError } from '../../../src';
 import { HEADERS } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
-import { EffectLog, Harness } from './support/harness';
+import { applying, EffectLog, Harness } from './support/harness';
 import { waitFor } from './support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
@@ -50,10 +50,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
     const queue = h.queue('bigkey');
     const effects = new EffectLog();
     const source = h.source({ queue });
-    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(effects));
     await consumer.start();
     // The key is over the key length limit (invalid_key, dead-letter), and the copy with the
     // reason headers added would not fit amqplib's 65 536-byte header table.

@@ -8,7 +8,7 @@ import { ack, type Delivery, type DeliveryResult, type DeliverySink, type Prepar
 import { ConsumerCancelledError, HEADERS, type RabbitMqSourceEvents } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { closeConnectionsNamed, rabbitmqctlAvailable } from './support/broker-control';
-import { EffectLog, Harness } from './support/harness';
+import { applying, EffectLog, Harness } from './support/harness';
 import { gate, waitFor, work } from './support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
@@ -248,10 +248,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     await declaring.stop();
     const source = h.source({ queue, topology: 'check' });
     const effects = new EffectLog();
-    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(effects));
     await consumer.start();
     await h.admin.deleteQueue(queue);
     await waitFor(() => source.stats().cancels === 1, 'cancelled');

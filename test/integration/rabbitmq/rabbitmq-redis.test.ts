@@ -10,7 +10,7 @@ import type { RabbitMqSourceEvents } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
 import { closeConnectionsNamed, rabbitmqctlAvailable, withConsumerTimeout } from './support/broker-control';
-import { EffectLog, Harness } from './support/harness';
+import { applying, EffectLog, Harness } from './support/harness';
 import { FreezableProxy } from './support/tcp-proxy';
 import { gate, waitFor, work } from './support/wait';
 
@@ -32,10 +32,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
     const queue = h.queue('r-dups');
     const effects = new EffectLog();
     const source = h.source({ queue });
-    const consumer = h.consumer({ source, claimer: h.claimer('redis'), concurrency: 20 }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer = h.consumer({ source, claimer: h.claimer('redis'), concurrency: 20 }, applying(effects));
     await consumer.start();
     for (let i = 0; i < 50; i++) {
       for (let c = 0; c < 3; c++) await h.admin.publish('', queue, { i }, { messageId: `m-${i}-${c}`, headers: { 'idempotency-key': `pay-${i}` } });

@@ -5,7 +5,7 @@
 import { ack, ConfigurationError, PermanentError, reject } from '../../../src';
 import { HEADERS } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
-import { EffectLog, Harness } from './support/harness';
+import { applying, EffectLog, Harness } from './support/harness';
 import { gate, waitFor } from './support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
@@ -21,10 +21,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     const queue = h.queue('dups');
     const effects = new EffectLog();
     const source = h.source({ queue });
-    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(effects));
     await consumer.start();
     expect(source.isConsuming()).toBe(true);
     expect(consumer.health().ready).toBe(true);
@@ -55,10 +52,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     await ch.assertExchange(`${queue}.dlx`, 'direct', { durable: true });
     await ch.assertQueue(queue, { durable: true, arguments: source.topology.workQueue.arguments });
     for (let i = 0; i < 100; i++) await h.admin.publish('', queue, { i }, { messageId: `b-${i % 40}` });
-    const consumer = h.consumer({ source, claimer, concurrency: 50 }, async (m) => {
-      effects.apply(m.key);
-      return ack();
-    });
+    const consumer = h.consumer({ source, claimer, concurrency: 50 }, applying(effects));
     await consumer.start();
     await waitFor(() => effects.keys === 40 && source.stats().acks === 100, 'all processed');
     await waitFor(async () => (await h.admin.messageCount(queue)) === 0, 'queue drained');

@@ -4,6 +4,7 @@
  */
 import Redis from 'ioredis';
 import {
+  ack,
   type Claimer,
   ConsumerBase,
   type ConsumerOptions,
@@ -69,6 +70,14 @@ function safeJson(obj: object): string {
 }
 
 /** Per-key effect counts: the "record of applied effects" of the failure scenarios. */
+/** A handler that applies each message's effect to `effects` (by key) and acks. */
+export function applying(effects: EffectLog): Handler {
+  return async (m) => {
+    effects.apply(m.key);
+    return ack();
+  };
+}
+
 export class EffectLog {
   private readonly counts = new Map<string, number>();
   apply(key: string): void {
