@@ -10,6 +10,8 @@
  * instrumentation's patch for `amqplib/lib/channel_model.js` is applied by hand to the module
  * instance the adapter uses (the same instance: one registry per test file).
  */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { context, propagation, SpanKind, trace } from '@opentelemetry/api';
 import { AmqplibInstrumentation } from '@opentelemetry/instrumentation-amqplib';
 import {
@@ -39,9 +41,11 @@ describeWithServices(['rabbitmq'], 'instrumentation-amqplib beside twophase (rea
     otel = installOtel({ sampler: dropInstrumentationProcessSpans(new ParentBasedSampler({ root: new AlwaysOnSampler() })) });
     instrumentation = new AmqplibInstrumentation({ enabled: false });
     instrumentation.setTracerProvider(otel.tracerProvider);
-    const modulePath: string = 'amqplib/lib/channel_model';
-    channelModel = await import(modulePath);
-    const { version } = (await import('amqplib/package.json' as string)) as { version: string };
+    // amqplib 2.x's `exports` map closes its files to package paths; the instrumentation hooks them
+    // by file name, so they are loaded here by file path.
+    const amqplibDir = dirname(require.resolve('amqplib'));
+    channelModel = await import(join(amqplibDir, 'lib', 'channel_model.js'));
+    const { version } = JSON.parse(readFileSync(join(amqplibDir, 'package.json'), 'utf8')) as { version: string };
     channelFile().patch(channelModel, version);
   });
   afterAll(async () => {
