@@ -67,15 +67,47 @@ export function readString(headers: Readonly<Headers> | undefined, name: string)
   return undefined;
 }
 
+/** Where the attempt counters of a delivery are trusted: the work queue and its type. */
+export interface AttemptContext {
+  /** The work queue the delivery came from. */
+  readonly queue: string;
+  /** Its type: the broker sets `x-delivery-count` itself only on quorum queues. */
+  readonly queueType: 'classic' | 'quorum';
+}
+
+/**
+ * True when the broker's dead-letter history (`x-death`, "Dead Letter Exchanges" docs) shows the
+ * message expired out of one of `queue`'s delay queues (`<queue>.delay.<ms>ms`, reason
+ * `expired`): it came back through twophase's delay path, the only way twophase's copies carrying
+ * `twophase-attempts` reach the work queue.
+ */
+export function cameBackThroughDelayTier(headers: Readonly<Headers> | undefined, queue: string): boolean {
+  const deaths = headers?.['x-death'];
+  if (!Array.isArray(deaths)) return false;
+  const prefix = `${queue}.delay.`;
+  return deaths.some((entry: unknown) => {
+    if (entry === null || typeof entry !== 'object') return false;
+    const death = entry as Record<string, unknown>;
+    const name = readString(death, 'queue');
+    return readString(death, 'reason') === 'expired' && name !== undefined && name.startsWith(prefix) && /^\d+ms$/.test(name.slice(prefix.length));
+  });
+}
+
 /**
  * Attempts already made on a message: the `twophase-attempts` header (retries counted by this
- * adapter) plus the quorum queue's `x-delivery-count` (returns to the queue since the last
- * republish: crashes, lost connections, consumer timeouts). Undefined when neither is present.
- * Used for attempt accounting only, never for deduplication.
+ * adapter) plus, on a quorum queue, the broker's `x-delivery-count` (returns to the queue since
+ * the last republish: crashes, lost connections, consumer timeouts). Undefined when neither is
+ * present or trusted. Used for attempt accounting only, never for deduplication.
+ *
+ * Bookkeeping headers are not taken from producers: `twophase-attempts` counts only when the
+ * message came back through one of the queue's delay queues ({@link cameBackThroughDelayTier}),
+ * and `x-delivery-count` only on a quorum queue, where the broker overwrites any value a producer
+ * set (on a classic queue a producer's value is delivered as is). A fresh message that carries
+ * these headers starts at attempt 1.
  */
-export function priorAttempts(headers: Readonly<Headers> | undefined): number | undefined {
-  const counted = readCount(headers, HEADERS.attempts);
-  const returned = readCount(headers, DELIVERY_COUNT_HEADER);
+export function priorAttempts(headers: Readonly<Headers> | undefined, context: AttemptContext): number | undefined {
+  const counted = cameBackThroughDelayTier(headers, context.queue) ? readCount(headers, HEADERS.attempts) : undefined;
+  const returned = context.queueType === 'quorum' ? readCount(headers, DELIVERY_COUNT_HEADER) : undefined;
   if (counted === undefined && returned === undefined) return undefined;
   return (counted ?? 0) + (returned ?? 0);
 }

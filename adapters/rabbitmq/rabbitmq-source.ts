@@ -110,6 +110,7 @@ export class RabbitMqSource implements MessageSource {
     const o = this.options;
     this.settlement = {
       queue: o.queue,
+      queueType: o.queueType,
       deadLetterExchange: o.deadLetterExchange,
       deadLetterRoutingKey: o.deadLetterRoutingKey,
       delayTiersMs: o.delayTiersMs,
@@ -466,7 +467,7 @@ export class RabbitMqSource implements MessageSource {
         system: 'rabbitmq',
         destination: this.options.queue,
         redelivered: fields.redelivered,
-        priorAttempts: priorAttempts(headers),
+        priorAttempts: priorAttempts(headers, this.settlement),
         attributes: {
           exchange: fields.exchange,
           routingKey: fields.routingKey,

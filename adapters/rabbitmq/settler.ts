@@ -3,7 +3,8 @@
  *
  * - `ack` → `basic.ack` of this delivery only (never `allUpTo`), on the channel that delivered it.
  * - `requeue(delayMs)` → publish a copy to the delay queue of the nearest tier (or straight to the
- *   work queue for 0 ms), wait for the publisher confirm, then ack the original. The broker's
+ *   work queue for 0 ms when the copy carries no attempts), wait for the publisher confirm, then
+ *   ack the original. The broker's
  *   `nack(requeue=true)` is not used: it redelivers at once (a hot loop) and, on a quorum queue,
  *   counts toward `x-delivery-limit` ("Quorum Queues" docs, "Poison Message Handling"), which
  *   would let busy claims push a message into the DLQ. Only cause `retry` raises the attempt count.
@@ -39,6 +40,8 @@ export type SettleAction = 'ack' | 'requeue' | 'reject';
 /** What a settler needs from its source: a narrow interface, so settlers are testable alone. */
 export interface SettlementContext {
   readonly queue: string;
+  /** The work queue's type (whose `x-delivery-count` is the broker's own on quorum queues only). */
+  readonly queueType: 'classic' | 'quorum';
   readonly deadLetterExchange: string;
   readonly deadLetterRoutingKey: string;
   readonly delayTiersMs: readonly number[];
@@ -96,9 +99,12 @@ export class DeliverySettler implements Settler {
     if (!this.claim('requeue')) return;
     try {
       this.assertOpen('requeue');
-      const prior = priorAttempts(this.message.properties.headers) ?? 0;
+      const prior = priorAttempts(this.message.properties.headers, this.context) ?? 0;
       const attempts = info.cause === 'retry' ? Math.max(info.attempt ?? 0, prior + 1) : prior;
-      const tier = pickDelayTier(this.context.delayTiersMs, delayMs);
+      // A copy that carries attempts goes through a delay queue even for a 0 ms delay (the
+      // shortest tier): only the broker's dead-letter history from a delay queue makes the next
+      // delivery trust its `twophase-attempts`.
+      const tier = pickDelayTier(this.context.delayTiersMs, delayMs) ?? (attempts > 0 ? this.context.delayTiersMs[0] : undefined);
       const routingKey = tier === undefined ? this.context.queue : delayQueueName(this.context.queue, tier);
       try {
         // Through the default exchange: only the work queue (or its delay queue) gets the copy,

@@ -91,12 +91,22 @@ function message(headers: Record<string, unknown> = {}, fields: Partial<ConsumeM
 }
 
 describe('header mapping', () => {
-  test('attempts: twophase header plus quorum x-delivery-count', () => {
-    expect(priorAttempts({})).toBeUndefined();
-    expect(priorAttempts({ [HEADERS.attempts]: 2 })).toBe(2);
-    expect(priorAttempts({ 'x-delivery-count': 1 })).toBe(1);
-    expect(priorAttempts({ [HEADERS.attempts]: '2', 'x-delivery-count': 1 })).toBe(3);
-    expect(priorAttempts({ [HEADERS.attempts]: 'junk' })).toBeUndefined();
+  test('attempts: twophase header (only back from a delay queue) plus quorum x-delivery-count', () => {
+    const quorum = { queue: 'q', queueType: 'quorum' } as const;
+    const classic = { queue: 'q', queueType: 'classic' } as const;
+    const delayed = { 'x-death': [{ queue: 'q.delay.1000ms', reason: 'expired', count: 1, exchange: '', 'routing-keys': ['q.delay.1000ms'] }] };
+    expect(priorAttempts({}, quorum)).toBeUndefined();
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 2 }, quorum)).toBe(2);
+    expect(priorAttempts({ 'x-delivery-count': 1 }, quorum)).toBe(1);
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: '2', 'x-delivery-count': 1 }, quorum)).toBe(3);
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 'junk' }, quorum)).toBeUndefined();
+    // Set by a producer, not proven by the broker's dead-letter history: not counted.
+    expect(priorAttempts({ [HEADERS.attempts]: 4 }, quorum)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'other.delay.1000ms', reason: 'expired' }] }, classic)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'q.delay.1000ms', reason: 'rejected' }] }, classic)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'q', reason: 'expired' }] }, classic)).toBeUndefined();
+    // x-delivery-count is the broker's only on quorum queues.
+    expect(priorAttempts({ 'x-delivery-count': 9 }, classic)).toBeUndefined();
   });
 
   test('requeue copy: keeps the first route, drops expiration/userId and the broker delivery count', () => {
@@ -157,6 +167,7 @@ describe('DeliverySettler (fake channel)', () => {
     const publishedHeaders: Record<string, unknown>[] = [];
     const context: SettlementContext = {
       queue: 'q',
+      queueType: 'classic',
       deadLetterExchange: 'q.dlx',
       deadLetterRoutingKey: 'q',
       delayTiersMs: [100, 1000],
@@ -212,6 +223,14 @@ describe('DeliverySettler (fake channel)', () => {
       { exchange: '', routingKey: 'q' },
     ]);
     expect(s.wire).toEqual(['ack:7:false', 'ack:7:false']);
+  });
+
+  test('a 0 ms requeue that carries attempts goes through the shortest delay queue, so its count comes back proven', async () => {
+    const s = setup();
+    s.generation.begin();
+    await new DeliverySettler(s.context, s.generation, message()).requeue(0, { cause: 'retry', attempt: 1 });
+    expect(s.published).toEqual([{ exchange: '', routingKey: 'q.delay.100ms' }]);
+    expect(s.publishedHeaders[0]).toMatchObject({ [HEADERS.attempts]: 1 });
   });
 
   test('a settle after the channel closed is skipped with StaleDeliveryError, nothing is published', async () => {
