@@ -5,17 +5,20 @@
  * every publish is `mandatory`, and RabbitMQ sends the `basic.return` of an unroutable mandatory
  * message before its `basic.ack` ("Consumer Acknowledgements and Publisher Confirms" docs, "When
  * Will Published Messages Be Confirmed by the Broker?"), so a return seen by the time the confirm
- * arrives belongs to that publish. Each publish carries a `twophase-publish-id` header to match
- * the two.
+ * arrives belongs to a publish still waiting. A return is matched to the oldest waiting publish
+ * with the same exchange, routing key, message id and body (and, among several, the same
+ * headers): no correlation header is added, so the message a reader sees carries only its own
+ * headers. Two waiting publishes that match alike are byte-for-byte the same message to the same
+ * place, so either may take the return: one of the two copies is reported unroutable either way.
  */
-import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import type { Channel, ConsumeMessage, Options } from 'amqplib';
 import type { AmqpConnectionManager } from 'amqp-connection-manager';
 import { type Logger, withDeadline } from '../../src';
 import { SupervisedChannel } from './channel-supervisor';
 import { PublishError, UnroutableError } from './errors';
 import { assertPublishable } from './wire-limits';
-import { HEADERS, readString } from './headers';
+import { HEADERS } from './headers';
 
 /** Options of a {@link ConfirmPublisher}. */
 export interface ConfirmPublisherOptions {
@@ -31,9 +34,8 @@ export interface ConfirmPublisherOptions {
 /** Confirmed, mandatory publishing. Internal to the package. */
 export class ConfirmPublisher {
   private readonly channel: SupervisedChannel;
-  private readonly pending = new Map<string, { returned?: string }>();
-  private readonly idPrefix = randomUUID().slice(0, 8);
-  private sequence = 0;
+  /** Publishes waiting for their confirm, oldest first. */
+  private readonly pending = new Set<PendingPublish>();
 
   constructor(
     private readonly manager: AmqpConnectionManager,
@@ -61,7 +63,7 @@ export class ConfirmPublisher {
 
   /**
    * Publishes and waits for the broker's confirm. Safe to call concurrently.
-   * @param options publish options; `mandatory` is forced on, and a `twophase-publish-id` header is added
+   * @param options publish options; `mandatory` is forced on
    * @throws UnroutableError when the broker returned the message (no queue bound)
    * @throws PublishError when the broker nacked it, the channel closed first, or no confirm came within `timeoutMs`
    * @throws MessageTooLargeError when the headers encode to more than amqplib can send (nothing was sent)
@@ -69,12 +71,13 @@ export class ConfirmPublisher {
    *   255 bytes, a value with no AMQP type; nothing was sent)
    */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, timeoutMs = this.options.timeoutMs): Promise<void> {
-    const id = `${this.idPrefix}-${++this.sequence}`;
-    const headers = { ...(options.headers ?? {}), [HEADERS.publishId]: id };
+    const headers: Record<string, unknown> = { ...(options.headers ?? {}) };
+    // Sent by older versions to match returns; never passed on.
+    delete headers[HEADERS.publishId];
     const publishOptions = { ...options, headers, mandatory: true };
     assertPublishable(exchange, routingKey, content.length, publishOptions, `publish to exchange "${exchange}" with routing key "${routingKey}"`, this.frameMax());
-    const entry: { returned?: string } = {};
-    this.pending.set(id, entry);
+    const entry: PendingPublish = { exchange, routingKey, content, messageId: options.messageId, headers };
+    this.pending.add(entry);
     try {
       const sent = this.channel.current.publish(exchange, routingKey, content, { ...publishOptions, timeout: timeoutMs });
       // The wrapper's own timeout stops once a message was sent; a resend after a reconnect has
@@ -83,7 +86,7 @@ export class ConfirmPublisher {
     } catch (error) {
       throw new PublishError(`publish to exchange "${exchange}" with routing key "${routingKey}" was not confirmed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     } finally {
-      this.pending.delete(id);
+      this.pending.delete(entry);
     }
     if (entry.returned !== undefined) throw new UnroutableError(exchange, routingKey, entry.returned);
   }
@@ -101,9 +104,24 @@ export class ConfirmPublisher {
   }
 
   private onReturn(message: ConsumeMessage): void {
-    const id = readString(message.properties.headers, HEADERS.publishId);
-    const entry = id === undefined ? undefined : this.pending.get(id);
-    const fields = message.fields as unknown as { replyCode?: number; replyText?: string };
+    const fields = message.fields as unknown as { replyCode?: number; replyText?: string; exchange: string; routingKey: string };
+    const candidates = [...this.pending].filter(
+      (p) => p.returned === undefined && p.exchange === fields.exchange && p.routingKey === fields.routingKey && p.messageId === message.properties.messageId && p.content.equals(message.content),
+    );
+    // Among alike publishes, prefer the one whose headers came back equal (a typed value such as
+    // `{ '!': 'float', … }` comes back as a plain number, so headers alone cannot be the key).
+    const entry = candidates.find((p) => isDeepStrictEqual(p.headers, { ...(message.properties.headers ?? {}) })) ?? candidates[0];
     if (entry) entry.returned = `${fields.replyCode ?? ''} ${fields.replyText ?? 'returned'}`.trim();
+    else this.options.logger.warn({ channel: this.options.name, exchange: fields.exchange, routingKey: fields.routingKey }, 'a returned message matched no publish waiting for its confirm');
   }
+}
+
+/** A publish waiting for its confirm, as far as a `basic.return` can be matched to it. */
+interface PendingPublish {
+  readonly exchange: string;
+  readonly routingKey: string;
+  readonly content: Buffer;
+  readonly messageId: string | undefined;
+  readonly headers: Record<string, unknown>;
+  returned?: string;
 }

@@ -29,7 +29,10 @@ export const HEADERS = {
   errorType: 'twophase-error-type',
   /** When the message was dead-lettered, Unix ms. */
   rejectedAt: 'twophase-rejected-at',
-  /** Per-publish correlation id, used to match a `basic.return` to its publish. */
+  /**
+   * Per-publish correlation id that earlier versions added to every publish to match a
+   * `basic.return`; no longer sent, and removed from copies and deliveries where it is found.
+   */
   publishId: 'twophase-publish-id',
   /** How many times the DLQ replay tool republished this message. */
   replayCount: 'twophase-replay-count',
@@ -148,8 +151,7 @@ export function copyProperties(properties: Partial<MessageProperties>, headers: 
 
 /**
  * Largest size, in bytes (estimated as encoded), of the headers twophase republishes. amqplib
- * encodes a publish's properties into a 64 KiB buffer and throws a RangeError past it — after it
- * registered the publisher-confirm callback, which would shift every later confirm on the channel.
+ * encodes a publish's header table into a 64 KiB buffer and refuses one past it.
  * A message whose headers would not fit keeps its twophase headers and `idempotency-key`, and
  * loses its largest other headers (named in `twophase-headers-dropped`).
  */

@@ -22,7 +22,7 @@ import { SupervisedChannel } from './channel-supervisor';
 import { ConfirmPublisher } from './confirm-publisher';
 import { BrokerUnavailableError, ConsumerCancelledError, type StaleDeliveryError } from './errors';
 import type { RabbitMqSourceEventName, RabbitMqSourceEvents, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
-import { DELIVERY_COUNT_HEADER, priorAttempts, readCount } from './headers';
+import { DELIVERY_COUNT_HEADER, HEADERS, priorAttempts, readCount } from './headers';
 import { type RabbitMqSourceOptions, type ResolvedSourceOptions, resolveSourceOptions } from './options';
 import { DeliverySettler, type SettleAction, type SettlementContext } from './settler';
 import { applyTopology, planTopology, type TopologyPlan } from './topology';
@@ -456,7 +456,7 @@ export class RabbitMqSource implements MessageSource {
     this.counters.deliveries++;
     generation.begin();
     const settler = new DeliverySettler(this.settlement, generation, message);
-    const headers = message.properties.headers ?? {};
+    const headers = withoutPublishId(message.properties.headers ?? {});
     const fields = message.fields;
     const messageId = message.properties.messageId;
     const delivery: Delivery = {
@@ -616,4 +616,12 @@ async function destroySocket(manager: AmqpConnectionManager | undefined): Promis
 function redact(url: unknown): string {
   const text = typeof url === 'string' ? url : typeof url === 'object' && url !== null && 'url' in url ? String((url as { url: unknown }).url) : 'amqp';
   return text.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+/** The headers without `twophase-publish-id`, which earlier versions sent (the input is not changed). */
+function withoutPublishId(headers: Record<string, unknown>): Record<string, unknown> {
+  if (!(HEADERS.publishId in headers)) return headers;
+  const copy = { ...headers };
+  delete copy[HEADERS.publishId];
+  return copy;
 }

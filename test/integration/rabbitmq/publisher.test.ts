@@ -52,6 +52,26 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     expect(effects.count('test:p-2')).toBe(1);
   });
 
+  test('concurrent publishes, some unroutable: each return reaches its own publish, and no twophase-publish-id header is sent', async () => {
+    const queue = h.queue('mixed');
+    const ch = await h.admin.ch();
+    await ch.assertQueue(queue, { durable: false });
+    await ch.bindQueue(queue, 'amq.direct', queue);
+    const nobody = `nobody-${queue}`;
+    // Same body and key for routable and unroutable publishes, and identical unroutable ones:
+    // only the route tells them apart.
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 40 }, (_, i) => publisher.publish('amq.direct', i % 3 === 0 ? nobody : queue, { same: true }, { idempotencyKey: 'k', headers: { n: i % 3 === 0 ? 0 : 1 } })),
+    );
+    outcomes.forEach((outcome, i) => {
+      if (i % 3 === 0) expect(outcome.status === 'rejected' && outcome.reason instanceof UnroutableError).toBe(true);
+      else expect(outcome.status).toBe('fulfilled');
+    });
+    const delivered = await h.admin.drain(queue);
+    expect(delivered).toHaveLength(26);
+    for (const m of delivered) expect(Object.keys(m.properties.headers ?? {}).sort()).toEqual([IDEMPOTENCY_KEY_HEADER, 'n']);
+  });
+
   test('an unroutable message is reported, not silently dropped', async () => {
     await expect(publisher.publish('amq.direct', `nobody-${h.queue('unroutable')}`, { a: 1 })).rejects.toBeInstanceOf(UnroutableError);
     // The channel stays usable.
