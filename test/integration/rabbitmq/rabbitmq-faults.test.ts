@@ -68,8 +68,14 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     const connectionName = `${queue}.conn`;
     const effects = new EffectLog();
     const source = h.source({ queue, connectionName });
+    // Handlers that start after 10 (then 40) effects hold until the close went through, so each
+    // close finds handlers in flight however long rabbitmqctl takes on a busy machine.
+    const firstClose = gate();
+    const secondClose = gate();
     const consumer = h.consumer({ source, claimer: h.claimer('memory'), concurrency: 10 }, async (m) => {
       await work(200 + Math.floor(Math.random() * 200));
+      if (effects.keys >= 40) await secondClose.promise;
+      else if (effects.keys >= 10) await firstClose.promise;
       effects.apply(m.key);
       return ack();
     });
@@ -77,9 +83,11 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     for (let i = 0; i < 100; i++) await h.admin.publish('', queue, { i }, { messageId: `c-${i}` });
     await waitFor(() => effects.keys >= 10, 'some effects applied');
     expect(await closeConnectionsNamed(connectionName)).toBe(2); // consuming and publishing connections
+    firstClose.open();
     await waitFor(() => source.stats().reconnects === 1 && source.isConsuming(), 'reconnected');
     await waitFor(() => effects.keys >= 40, 'progressing after the reconnect');
     expect(await closeConnectionsNamed(connectionName)).toBe(2); // consuming and publishing connections
+    secondClose.open();
     await waitFor(() => source.stats().reconnects === 2 && source.isConsuming(), 'reconnected again');
     await waitFor(() => effects.keys === 100, 'every key applied', 40_000);
     await waitFor(async () => (await h.admin.messageCount(queue)) === 0 && consumer.health().inFlight === 0, 'queue drained');
