@@ -115,8 +115,14 @@ export function priorAttempts(headers: Readonly<Headers> | undefined, context: A
   return (counted ?? 0) + (returned ?? 0);
 }
 
-/** Where a message was first published: the adapter's headers, else the delivery's own fields. */
-export function originalRoute(headers: Readonly<Headers> | undefined, fields: { exchange: string; routingKey: string }): { exchange: string; routingKey: string } {
+/**
+ * Where a message was first published: the adapter's headers, else the delivery's own fields.
+ * With `queue`, the headers count only when the message came back through one of that queue's
+ * delay queues ({@link cameBackThroughDelayTier}): a route a producer wrote on a fresh message is
+ * not recorded on its copies (the replay tool would send it there).
+ */
+export function originalRoute(headers: Readonly<Headers> | undefined, fields: { exchange: string; routingKey: string }, queue?: string): { exchange: string; routingKey: string } {
+  if (queue !== undefined && !cameBackThroughDelayTier(headers, queue)) return { exchange: fields.exchange, routingKey: fields.routingKey };
   return {
     exchange: readString(headers, HEADERS.originalExchange) ?? fields.exchange,
     routingKey: readString(headers, HEADERS.originalRoutingKey) ?? fields.routingKey,
@@ -202,9 +208,9 @@ function baseHeaders(message: DeliveredMessage): Headers {
  * quorum `x-delivery-count` is folded into it (the copy is a new message, so the broker's count
  * restarts).
  */
-export function requeueProperties(message: DeliveredMessage, attempts: number, cause: string): Options.Publish {
+export function requeueProperties(message: DeliveredMessage, attempts: number, cause: string, queue: string): Options.Publish {
   const headers = baseHeaders(message);
-  const route = originalRoute(message.properties.headers, message.fields);
+  const route = originalRoute(message.properties.headers, message.fields, queue);
   headers[HEADERS.originalExchange] = route.exchange;
   headers[HEADERS.originalRoutingKey] = route.routingKey;
   headers[HEADERS.attempts] = attempts;
@@ -218,7 +224,7 @@ export function requeueProperties(message: DeliveredMessage, attempts: number, c
  * the time. Always persistent.
  */
 export function deadLetterProperties(message: DeliveredMessage, info: RejectInfo, queue: string, now: number): Options.Publish {
-  return withDeadLetterHeaders(message, baseHeaders(message), originalRoute(message.properties.headers, message.fields), info, queue, now);
+  return withDeadLetterHeaders(message, baseHeaders(message), originalRoute(message.properties.headers, message.fields, queue), info, queue, now);
 }
 
 /** Longest `idempotency-key` a stripped dead-letter copy keeps, bytes. */
@@ -237,7 +243,7 @@ export function strippedDeadLetterProperties(message: DeliveredMessage, info: Re
   const dropped = Object.keys(original).filter((name) => !(name in headers) && name !== HEADERS.publishId && name !== DELIVERY_COUNT_HEADER);
   headers['twophase-headers-dropped'] = dropped.join(',').slice(0, 1000);
   // An original route recorded in the headers is trusted only as long as AMQP allows (255 bytes).
-  const recorded = originalRoute(original, message.fields);
+  const recorded = originalRoute(original, message.fields, queue);
   const route = Buffer.byteLength(recorded.exchange) <= 255 && Buffer.byteLength(recorded.routingKey) <= 255 ? recorded : { exchange: message.fields.exchange, routingKey: message.fields.routingKey };
   return withDeadLetterHeaders(message, headers, route, info, queue, now);
 }

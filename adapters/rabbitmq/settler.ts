@@ -109,7 +109,7 @@ export class DeliverySettler implements Settler {
       try {
         // Through the default exchange: only the work queue (or its delay queue) gets the copy,
         // never other queues bound to the original exchange.
-        await this.context.publish('', routingKey, this.message.content, requeueProperties(this.message, attempts, info.cause));
+        await this.context.publish('', routingKey, this.message.content, requeueProperties(this.message, attempts, info.cause, this.context.queue));
       } catch (error) {
         await this.fallback('requeue', error);
       }

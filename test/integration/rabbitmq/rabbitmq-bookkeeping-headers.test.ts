@@ -60,4 +60,18 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: bookkeeping headers are not truste
     expect(second!.properties.headers).toMatchObject({ [HEADERS.reason]: 'retry_exhausted', [HEADERS.attempts]: 3 });
     expect(seen).toEqual([1, 2, 3]);
   });
+
+  test('a route a producer wrote (twophase-original-exchange/-routing-key) is not recorded on the dead-letter copy, so replay cannot be aimed elsewhere', async () => {
+    const exchange = `${h.queue('route-x')}.ex`;
+    const queue = h.queue('route', [exchange]);
+    const source = h.source({ queue, bindings: [{ exchange, routingKey: 'payment.requested' }] });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async () => {
+      throw new PermanentError('stop');
+    });
+    await consumer.start();
+    await h.admin.publish(exchange, 'payment.requested', { x: 1 }, { messageId: 'route-1', headers: { [HEADERS.originalExchange]: 'amq.fanout', [HEADERS.originalRoutingKey]: 'elsewhere' } });
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'dead-lettered');
+    const [dead] = await h.admin.drain(`${queue}.dlq`);
+    expect(dead!.properties.headers).toMatchObject({ [HEADERS.originalExchange]: exchange, [HEADERS.originalRoutingKey]: 'payment.requested' });
+  });
 });

@@ -110,13 +110,23 @@ describe('header mapping', () => {
   });
 
   test('requeue copy: keeps the first route, drops expiration/userId and the broker delivery count', () => {
-    const first = requeueProperties(message({ 'x-delivery-count': 2 }), 1, 'retry');
+    const first = requeueProperties(message({ 'x-delivery-count': 2 }), 1, 'retry', 'orders-queue');
     expect(first.headers).toEqual({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created', [HEADERS.attempts]: 1, [HEADERS.requeueCause]: 'retry' });
     expect(first).toMatchObject({ messageId: 'm-1', persistent: true, contentType: 'application/json' });
     expect(first).not.toHaveProperty('expiration');
     expect(first).not.toHaveProperty('userId');
-    const second = requeueProperties(message(first.headers, { exchange: '', routingKey: 'orders-queue' }), 1, 'busy');
+    // Back from the delay queue (the broker's x-death says so): the recorded route is kept.
+    const back = { ...first.headers, 'x-death': [{ queue: 'orders-queue.delay.1000ms', reason: 'expired', count: 1 }] };
+    const second = requeueProperties(message(back, { exchange: '', routingKey: 'orders-queue' }), 1, 'busy', 'orders-queue');
     expect(second.headers).toMatchObject({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created', [HEADERS.requeueCause]: 'busy' });
+  });
+
+  test('a route a producer wrote on a fresh message is not recorded on its copies (the replay tool would send it there)', () => {
+    const forged = { [HEADERS.originalExchange]: 'payments-admin', [HEADERS.originalRoutingKey]: 'refund.all' };
+    const requeued = requeueProperties(message(forged), 1, 'retry', 'orders-queue');
+    expect(requeued.headers).toMatchObject({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created' });
+    const dead = deadLetterProperties(message(forged), { reason: 'permanent_error', attempts: 1 }, 'orders-queue', 1);
+    expect(dead.headers).toMatchObject({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created' });
   });
 
   test('dead-letter copy carries reason, attempts, route, queue, error; replay strips them and counts replays', () => {
