@@ -34,6 +34,8 @@ export {
   DELIVERY_COUNT_HEADER,
   BROKER_DEATH_HEADERS,
   priorAttempts,
+  type AttemptContext,
+  cameBackThroughDelayTier,
   originalRoute,
   replayRoute,
   replayProperties,
