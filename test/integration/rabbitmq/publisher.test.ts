@@ -72,6 +72,18 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     for (const m of delivered) expect(Object.keys(m.properties.headers ?? {}).sort()).toEqual([IDEMPOTENCY_KEY_HEADER, 'n']);
   });
 
+  test('heartbeatSeconds 0 turns heartbeats off (amqplib 2 honours 0; 0.10 took the server\'s 60 s)', async () => {
+    const negotiated = (p: RabbitMqPublisher) => (p as unknown as { manager: { connection: { connection: { heartbeat: number } } } }).manager.connection.connection.heartbeat;
+    const off = new RabbitMqPublisher({ url: AMQP_URL, heartbeatSeconds: 0 });
+    await off.connect();
+    try {
+      expect(negotiated(off)).toBe(0);
+      expect(negotiated(publisher)).toBe(5);
+    } finally {
+      await off.close();
+    }
+  });
+
   test('an unroutable message is reported, not silently dropped', async () => {
     await expect(publisher.publish('amq.direct', `nobody-${h.queue('unroutable')}`, { a: 1 })).rejects.toBeInstanceOf(UnroutableError);
     // The channel stays usable.
