@@ -9,9 +9,11 @@ import {
   defaultMessageKey,
   type Delivery,
   IDEMPOTENCY_KEY_HEADER,
+  InvalidKeyError,
   InvalidMessageError,
   keyFromHeaderValue,
   messageKeyOf,
+  validateKey,
 } from '../../src';
 
 function deliveryWith(headers: Record<string, unknown>, messageId?: string): Delivery {
@@ -141,5 +143,13 @@ describe('defaultMessageKey: header names and fallbacks', () => {
     expect(messageKeyOf({}, 'm-1')).toBe('m-1');
     expect(refusal(() => messageKeyOf({}, undefined)).reason).toBe('missing_key');
     expect(refusal(() => messageKeyOf({ [IDEMPOTENCY_KEY_HEADER]: 42 }, 'm-1')).reason).toBe('invalid_key');
+  });
+});
+
+describe('validateKey: keys that would collide in a store', () => {
+  test('a key holding a lone surrogate is refused (UTF-8 has no form for it, so "a\\uD800" and "a\\uDBFF" would be one stored key)', () => {
+    expect(() => validateKey('a\uD800')).toThrow(InvalidKeyError);
+    expect(() => validateKey('a\uDBFF')).toThrow(/lone surrogate/);
+    expect(() => validateKey('a\uD83D\uDD11')).not.toThrow();
   });
 });

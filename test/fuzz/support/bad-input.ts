@@ -8,7 +8,7 @@
  * The oracle follows the documented pipeline (README settlement table, src/message-key.ts):
  * derive the key (header, else message id; `missing_key` / `invalid_key`; bytes that are not
  * valid UTF-8 get the binary key encoding; text holding U+FFFD is `invalid_key`), validate it once
- * namespaced (non-empty, at most MAX_KEY_BYTES bytes of UTF-8, no NUL), then decode the body as
+ * namespaced (non-empty, at most MAX_KEY_BYTES bytes of UTF-8, no NUL, no lone surrogate), then decode the body as
  * UTF-8 JSON (`invalid_body`). A message that passes runs the handler; anything else is
  * dead-lettered with that reason and an `InvalidMessageError`, and the handler never runs.
  */
@@ -65,7 +65,8 @@ export function expectedFate(m: FuzzMessage, namespace: string, transport: Trans
     if (id.includes('\uFFFD')) return { kind: 'dead', reason: 'invalid_key' };
     raw = id;
   }
-  if (raw.length === 0 || raw.includes('\u0000') || Buffer.byteLength(raw, 'utf8') > MAX_KEY_BYTES) return { kind: 'dead', reason: 'invalid_key' };
+  const wellFormed = (raw as unknown as { isWellFormed(): boolean }).isWellFormed();
+  if (raw.length === 0 || raw.includes('\u0000') || !wellFormed || Buffer.byteLength(raw, 'utf8') > MAX_KEY_BYTES) return { kind: 'dead', reason: 'invalid_key' };
   const key = `${namespace.replace(/\\/g, '\\\\').replace(/:/g, '\\:')}:${raw}`;
   if (Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) return { kind: 'dead', reason: 'invalid_key' };
   return bodyFate(m, key);
