@@ -72,6 +72,11 @@ export interface BusyClaim {
  * - A repeated `commit` (or `release`) after it succeeded resolves as a no-op.
  * - `commit` after `release`, or `release` after `commit`, rejects with `ReceiptStateError`.
  * - A transient store error rejects with `ClaimerUnavailableError` and leaves the receipt usable.
+ * - The last three rules hold also when the earlier call landed in the store but its reply was
+ *   lost (the call rejected with `ClaimerUnavailableError`): the store recognises this owner's own
+ *   commit or release by its owner token and fencing token. So a retried commit whose first try
+ *   landed resolves (the key is committed), and a release after it rejects with
+ *   `ReceiptStateError`; only a newer owner makes commit reject with `LeaseLostError`.
  * - A lease that expired with no newer owner is still this owner's: commit and extend succeed.
  * - On a non-acquired receipt (`done`, `busy`) every operation rejects with `NoLeaseError`.
  */

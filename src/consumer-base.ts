@@ -119,8 +119,14 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   /** Set by a stop() that came while start() was running. */
   private stopRequested = false;
 
-  /** @throws ConfigurationError for any invalid option (see {@link ConsumerOptions}) */
+  /**
+   * @throws ConfigurationError for any invalid option (see {@link ConsumerOptions}), or when the
+   *   subclass has no `handle()` method (possible from JavaScript)
+   */
   constructor(options: ConsumerOptions) {
+    if (typeof (this as { handle?: unknown }).handle !== 'function') {
+      throw new ConfigurationError(`${new.target.name || 'the consumer class'} must implement handle(message, context) as a method (a class field is set only after this constructor ran)`);
+    }
     this.options = resolveConsumerOptions(options, options?.logger ?? consoleWarnLogger);
     this.logger = this.options.logger;
     this.observation = new ObservationFanout(this.options.observers, this.logger);
@@ -134,10 +140,13 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   }
 
   /**
-   * The business effect of one message. Return `ack(result?)`, `requeue(...)` or `reject(reason)`;
-   * throw {@link PermanentError} to dead-letter, any other error to retry with backoff.
+   * The business effect of one message. Return `ack(result?)`, `requeue(...)` or `reject(reason)`,
+   * directly or as a promise (the handler may be synchronous or `async`); throw (or reject with)
+   * {@link PermanentError} to dead-letter, any other error to retry with backoff. Any other return
+   * value (`undefined`, a plain object) is dead-lettered once with reason `invalid_disposition`,
+   * never retried and never an implicit ack.
    */
-  abstract handle(message: Message<TBody>, context: HandlerContext): Promise<Disposition>;
+  abstract handle(message: Message<TBody>, context: HandlerContext): Disposition | Promise<Disposition>;
 
   /** The key namespace. */
   get name(): string {
@@ -484,7 +493,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     try {
       // Stop waiting once the handler is aborted (shutdown deadline, handler timeout): a handler
       // that ignores its signal must not hold the delivery, its lease or shutdown forever.
-      const value = await flight.race(trace.wrapsSteps ? trace.step('handle', () => this.handle(message, context)) : this.handle(message, context));
+      const value = await flight.race(trace.wrapsSteps ? trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context));
       end = isDisposition(value) ? { kind: 'disposition', disposition: value } : { kind: 'error', error: new InvalidDispositionError(value) };
     } catch (error) {
       end = { kind: 'error', error };
@@ -551,6 +560,18 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     return this.requeue(delivery, trace, { cause: 'retry', attempt }, delayMs, { ...base, outcome: 'released', handled: true, error });
   }
 
+  /**
+   * Runs `handle()` and always returns a promise: a synchronous return value is wrapped, and a
+   * synchronous throw becomes a rejection (so both are judged like an `async` handler's).
+   */
+  private callHandle(message: Message<TBody>, context: HandlerContext): Promise<Disposition> {
+    try {
+      return Promise.resolve(this.handle(message, context));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   /** Fail-open path: the store stayed unavailable and `failOpen` is on. No claim, no commit. */
   private async runUnguarded(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace): Promise<PendingResult> {
     const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
@@ -560,14 +581,15 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.flights.add(flight);
     const base = { key: message.key, attempt, fencingToken: 0 };
     try {
-      const value = await trace.step('handle', () => this.handle(message, new LazyContext(flight, 0, attempt, delivery.metadata)));
+      const value = await trace.step('handle', () => this.callHandle(message, new LazyContext(flight, 0, attempt, delivery.metadata)));
       if (!isDisposition(value)) throw new InvalidDispositionError(value);
       if (value.type === 'ack') return this.ack(delivery, trace, false, { ...base, outcome: 'claim_failed', handled: true });
       if (value.type === 'reject') return this.reject(delivery, trace, { reason: value.reason, attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
       return this.requeue(delivery, trace, { cause: 'retry', attempt }, value.delayMs ?? backoffDelay(this.options.retryBackoff, attempt), { ...base, outcome: 'claim_failed', handled: true });
     } catch (error) {
       if (this.isPermanent(error) || attempt >= this.options.maxAttempts) {
-        return this.reject(delivery, trace, { reason: this.isPermanent(error) ? 'permanent_error' : 'retry_exhausted', attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
+        const reason = error instanceof InvalidDispositionError ? 'invalid_disposition' : this.isPermanent(error) ? 'permanent_error' : 'retry_exhausted';
+        return this.reject(delivery, trace, { reason, attempts: attempt, error }, { ...base, outcome: 'rejected', handled: true, error });
       }
       return this.requeue(delivery, trace, { cause: 'retry', attempt }, backoffDelay(this.options.retryBackoff, attempt), { ...base, outcome: 'claim_failed', handled: true, error });
     } finally {

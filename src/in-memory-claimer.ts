@@ -135,11 +135,16 @@ export class InMemoryClaimer implements Claimer {
     return { state: 'acquired', receipt: new LeaseReceipt(lease, this.operations, options.doneTtlMs, this.maxResultBytes), attempt: next.attempts };
   }
 
-  private commitLease(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): LeaseOutcome {
+  /**
+   * Store primitive of {@link LeaseReceipt.commit} (see {@link LeaseOperations}). Protected so a
+   * test subclass can wrap it (for example to lose its reply after it acted).
+   */
+  protected commitLease(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): LeaseOutcome {
     const now = this.clock.now();
     const record = this.owned(lease, now);
-    if (!record || record.state === 'released') return 'lost';
-    if (record.state === 'done') return 'ok';
+    if (!record) return 'lost';
+    if (record.state === 'released') return 'released';
+    if (record.state === 'done') return 'committed';
     record.state = 'done';
     record.result = resultJson;
     record.expiresAt = now + doneTtlMs;
@@ -147,20 +152,25 @@ export class InMemoryClaimer implements Claimer {
     return 'ok';
   }
 
-  private releaseLease(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome {
+  /** Store primitive of {@link LeaseReceipt.release}; protected as {@link InMemoryClaimer.commitLease}. */
+  protected releaseLease(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome {
     const now = this.clock.now();
     const record = this.owned(lease, now);
-    if (!record || record.state !== 'leased') return record?.state === 'released' ? 'ok' : 'lost';
+    if (!record) return 'lost';
+    if (record.state === 'released') return 'released';
+    if (record.state === 'done') return 'committed';
     record.state = 'released';
     record.expiresAt = now;
     if (resetAttempts) record.attempts = 0;
     return 'ok';
   }
 
-  private extendLease(lease: LeaseIdentity, ttlMs: number): LeaseOutcome {
+  /** Store primitive of {@link LeaseReceipt.extend}; protected as {@link InMemoryClaimer.commitLease}. */
+  protected extendLease(lease: LeaseIdentity, ttlMs: number): LeaseOutcome {
     const now = this.clock.now();
     const record = this.owned(lease, now);
-    if (!record || record.state !== 'leased') return 'lost';
+    if (!record) return 'lost';
+    if (record.state !== 'leased') return record.state === 'done' ? 'committed' : 'released';
     record.expiresAt = now + ttlMs;
     record.retainUntil = Math.max(record.retainUntil, record.expiresAt);
     return 'ok';

@@ -28,7 +28,7 @@ export {
 } from './observer';
 export { type BackoffPolicy, backoffDelay, sleep, withDeadline, retryWithin } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
-export { IDEMPOTENCY_KEY_HEADER, defaultMessageKey } from './message-key';
+export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf, keyFromHeaderValue } from './message-key';
 export type { MessageSource, DeliverySink, PreparedClaim, SourceStartOptions } from './source';
 export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
 export {

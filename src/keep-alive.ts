@@ -7,11 +7,14 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Receipt } from './claimer';
-import { LeaseLostError } from './errors';
+import { LeaseLostError, ReceiptStateError } from './errors';
 
 /** Callbacks of one kept lease. */
 export interface KeptLeaseCallbacks {
-  /** Called with the LeaseLostError when the store reports the lease lost; the lease is no longer kept. */
+  /**
+   * Called with the LeaseLostError when the store reports the lease lost; the lease is no longer
+   * kept. A receipt that is already settled (ReceiptStateError) stops being kept without this call.
+   */
   readonly onLost: (error: LeaseLostError) => void;
   /** Called after each successful extend. */
   readonly onExtended?: () => void;
@@ -116,11 +119,13 @@ export class LeaseKeeper {
       if (!entry.stopped) entry.callbacks.onExtended?.();
     } catch (error) {
       if (entry.stopped) return;
-      if (error instanceof LeaseLostError) {
+      if (error instanceof LeaseLostError || error instanceof ReceiptStateError) {
         entry.stopped = true;
         this.entries.delete(entry);
         this.idle();
-        entry.callbacks.onLost(error);
+        // A settled receipt (committed or released, perhaps by a call whose reply was lost) has no
+        // lease left to keep; only a newer owner is a loss.
+        if (error instanceof LeaseLostError) entry.callbacks.onLost(error);
       } else {
         entry.callbacks.onError?.(error);
       }

@@ -14,7 +14,8 @@ import {
 
 /**
  * Checks that `key` is a non-empty string of at most {@link MAX_KEY_BYTES} bytes (UTF-8) with
- * no NUL character.
+ * no NUL character, and well-formed Unicode: a lone surrogate has no UTF-8 form (a store would
+ * keep U+FFFD for it), so two distinct keys holding one would share a claim.
  * @throws InvalidKeyError otherwise
  */
 export function validateKey(key: unknown): asserts key is string {
@@ -25,7 +26,11 @@ export function validateKey(key: unknown): asserts key is string {
     throw new InvalidKeyError(`key is ${bytes} bytes, more than ${MAX_KEY_BYTES}; digest long keys with digestKey()`);
   }
   if (key.includes('\u0000')) throw new InvalidKeyError('key must not contain NUL characters');
+  if (!(key as unknown as WellFormedCheck).isWellFormed()) throw new InvalidKeyError('key must be well-formed Unicode: it holds a lone surrogate, which has no UTF-8 form');
 }
+
+/** `String.prototype.isWellFormed` (ES2024, Node ≥ 20), not in this project's ES2022 lib typings. */
+type WellFormedCheck = { isWellFormed(): boolean };
 
 /**
  * Joins a namespace (a consumer group, or a handler name) and a message key, so two consumer

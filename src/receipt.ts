@@ -16,8 +16,17 @@ import { checkTtl } from './keys';
 import { MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
 import { encodeResult } from './result-codec';
 
-/** What a store primitive reports: it acted, or the key belongs to a newer owner. */
-export type LeaseOutcome = 'ok' | 'lost';
+/**
+ * What a store primitive reports:
+ * - `ok`: it acted (or found its own identical earlier action: a repeat);
+ * - `committed`: the key is done by this same lease (same owner token / fencing token): its own
+ *   commit landed earlier, for example a commit whose reply was lost;
+ * - `released`: this same lease released the key earlier and nobody claimed it since;
+ * - `lost`: the key belongs to a newer owner, or the record is gone.
+ * The `committed` and `released` answers let a receipt that never heard its earlier operation's
+ * reply tell "my own operation landed" from "a newer owner took the key".
+ */
+export type LeaseOutcome = 'ok' | 'committed' | 'released' | 'lost';
 
 /** Identity of one acquisition of a key. */
 export interface LeaseIdentity {
@@ -28,7 +37,9 @@ export interface LeaseIdentity {
 
 /**
  * Store primitives behind a receipt. Each acts only when the record is still this owner's
- * (same owner token, no newer fencing token) and reports `lost` otherwise. Transient failures
+ * (same owner token, no newer fencing token). When the record is this owner's but already done
+ * or released by it, each reports `committed` or `released` (a commit may report `ok` for its
+ * own repeat); `lost` when a newer owner holds the key or the record is gone. Transient failures
  * reject with {@link ClaimerUnavailableError}.
  */
 export interface LeaseOperations {
@@ -93,6 +104,8 @@ export class LeaseReceipt implements Receipt {
     if (this.settled === 'lost') return Promise.reject(this.lostError!);
     return this.call(() => this.operations.commit(this.lease, encoded, this.doneTtlMs)).then((outcome) => {
       if (outcome === 'lost') throw this.markLost('commit');
+      if (outcome === 'released') throw this.settle('released', 'commit');
+      // `ok`, or `committed`: this lease's own earlier commit landed (its reply was lost).
       this.settled = 'committed';
     });
   }
@@ -102,6 +115,8 @@ export class LeaseReceipt implements Receipt {
     if (this.settled === 'committed') return Promise.reject(new ReceiptStateError(this.key, 'release', 'committed'));
     return this.call(() => this.operations.release(this.lease, reset)).then((outcome) => {
       if (outcome === 'lost') this.markLost('release');
+      // This lease's own commit landed earlier (its reply was lost): the key is done, not free.
+      else if (outcome === 'committed') throw this.settle('committed', 'release');
       else this.settled = 'released';
     });
   }
@@ -117,7 +132,14 @@ export class LeaseReceipt implements Receipt {
       if (this.settled) throw new ReceiptStateError(this.key, 'extend', this.settled);
       const outcome = await this.call(() => this.operations.extend(this.lease, ttlMs));
       if (outcome === 'lost') throw this.markLost('extend');
+      if (outcome === 'committed' || outcome === 'released') throw this.settle(outcome, 'extend');
     });
+  }
+
+  /** Records a settlement the store reported for this lease, and the error for `operation` after it. */
+  private settle(state: 'committed' | 'released', operation: string): ReceiptStateError {
+    this.settled = state;
+    return new ReceiptStateError(this.key, operation, state);
   }
 
   private markLost(operation: string): LeaseLostError {

@@ -21,8 +21,10 @@ export interface ReplayDestination {
 export interface ReplayItem {
   /** The message id, when the producer set one. */
   readonly messageId?: string;
-  /** The idempotency key, when one is present. */
+  /** The idempotency key, derived as the consumer derives it, when it has a usable one. */
   readonly key?: string;
+  /** Why the consumer cannot derive a key (`invalid_key: …`, `missing_key: …`); the copy would be dead-lettered again. */
+  readonly keyError?: string;
   /** The dead-letter reason recorded by twophase (`retry_exhausted`, …), or the broker's. */
   readonly reason?: string;
   /** Attempts recorded when it was dead-lettered. */

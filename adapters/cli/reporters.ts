@@ -23,6 +23,7 @@ export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
           outcome: event.outcome,
           messageId: item.messageId,
           key: item.key,
+          keyError: item.keyError,
           reason: item.reason,
           attempts: item.attempts,
           destination: destination?.description,
@@ -50,7 +51,7 @@ export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
         io.stderr(`${event.dryRun ? 'dry run: ' : ''}${event.available} message(s) in "${event.source}", examining ${event.planned}\n`);
         return;
       case 'message': {
-        const who = shorten(event.item.key ?? event.item.messageId ?? '(no id)');
+        const who = shorten(event.item.key ?? event.item.messageId ?? '(no id)') + (event.item.keyError ? ` [${shorten(event.item.keyError)}]` : '');
         const why = event.item.reason ? ` (${event.item.reason}${event.item.attempts !== undefined ? `, ${event.item.attempts} attempt(s)` : ''})` : '';
         const verb = { replayed: 'replayed', would_replay: 'would replay', skipped: 'skipped', failed: 'FAILED' }[event.outcome];
         const where = event.destination ? ` → ${event.destination.description}` : '';

@@ -3,7 +3,7 @@
  * record into its dead-letter copy and a dead letter into its replayed copy. Nothing here
  * mutates its input.
  */
-import { IDEMPOTENCY_KEY_HEADER, type RejectInfo } from '../../src';
+import { IDEMPOTENCY_KEY_HEADER, InvalidMessageError, messageKeyOf, type RejectInfo } from '../../src';
 import type { KafkaHeaders, KafkaHeaderValue, KafkaRecord, ProducedRecord } from './client';
 
 /** Header names. Values are UTF-8 strings. */
@@ -113,7 +113,10 @@ export interface ReplayPlan {
   /** The original topic, from `twophase-original-topic`. */
   readonly topic: string;
   readonly record: ProducedRecord;
-  /** The idempotency key the replayed copy carries. */
+  /**
+   * The idempotency key the replayed copy will be claimed under (derived as the consumer derives
+   * it); undefined when the consumer cannot derive one (it dead-letters the copy as `invalid_key`).
+   */
   readonly idempotencyKey: string | undefined;
 }
 
@@ -132,10 +135,15 @@ export function replayRecord(record: KafkaRecord, now: number): ReplayPlan | und
   for (const [name, value] of Object.entries(record.headers ?? {})) {
     if (!DEAD_LETTER_HEADERS.includes(name) && value !== undefined) headers[name] = value;
   }
-  let idempotencyKey = readHeader(record.headers, IDEMPOTENCY_KEY_HEADER);
-  if (idempotencyKey === undefined) {
-    idempotencyKey = readHeader(record.headers, HEADERS.originalMessageId);
-    if (idempotencyKey !== undefined) headers[IDEMPOTENCY_KEY_HEADER] = idempotencyKey;
+  if (readHeader(record.headers, IDEMPOTENCY_KEY_HEADER) === undefined) {
+    const originalId = readHeader(record.headers, HEADERS.originalMessageId);
+    if (originalId !== undefined) headers[IDEMPOTENCY_KEY_HEADER] = originalId;
+  }
+  let idempotencyKey: string | undefined;
+  try {
+    idempotencyKey = messageKeyOf(headers, undefined);
+  } catch (error) {
+    if (!(error instanceof InvalidMessageError)) throw error;
   }
   headers[HEADERS.replayCount] = String((readCount(record.headers, HEADERS.replayCount) ?? 0) + 1);
   headers[HEADERS.replayedAt] = String(now);

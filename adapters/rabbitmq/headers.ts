@@ -4,7 +4,7 @@
  * Nothing here mutates its input.
  */
 import type { MessageProperties, Options } from 'amqplib';
-import { IDEMPOTENCY_KEY_HEADER, type RejectInfo } from '../../src';
+import { IDEMPOTENCY_KEY_HEADER, InvalidMessageError, messageKeyOf, type RejectInfo } from '../../src';
 
 /**
  * Header names. Application headers carry no `x-` prefix: RabbitMQ reserves `x-` for headers it
@@ -303,7 +303,15 @@ export function replayProperties(message: DeliveredMessage, now: number): Option
   return copyProperties(message.properties, headers);
 }
 
-/** The idempotency key a message carries, for logs and the replay tool's output. */
+/**
+ * The idempotency key a message carries, for logs: derived as the consumer derives it
+ * (`messageKeyOf`), undefined when the consumer would dead-letter it as `missing_key` or `invalid_key`.
+ */
 export function idempotencyKeyOf(properties: Partial<MessageProperties>): string | undefined {
-  return readString(properties.headers, IDEMPOTENCY_KEY_HEADER) ?? (typeof properties.messageId === 'string' ? properties.messageId : undefined);
+  try {
+    return messageKeyOf(properties.headers, properties.messageId);
+  } catch (error) {
+    if (error instanceof InvalidMessageError) return undefined;
+    throw error;
+  }
 }

@@ -25,6 +25,10 @@ export const CLAIM_CODE = {
 export const LEASE_CODE = {
   LOST: 0,
   OK: 1,
+  /** The key is done by this same lease (its own commit landed, perhaps with its reply lost). */
+  COMMITTED: 2,
+  /** This same lease released the key earlier and nobody claimed it since. */
+  RELEASED: 3,
   FOREIGN: 5,
 } as const;
 
@@ -91,6 +95,10 @@ export function decodeLeaseEntry(entry: unknown, key: string): LeaseOutcome {
   switch (entry) {
     case LEASE_CODE.OK:
       return 'ok';
+    case LEASE_CODE.COMMITTED:
+      return 'committed';
+    case LEASE_CODE.RELEASED:
+      return 'released';
     case LEASE_CODE.LOST:
       return 'lost';
     case LEASE_CODE.FOREIGN:

@@ -9,6 +9,7 @@
 import {
   type Claimer,
   type ClaimResult,
+  isRetriable,
   ConfigurationError,
   InvalidKeyError,
   KeyConflictError,
@@ -25,6 +26,14 @@ export interface ClaimerHarness {
   advance(ms: number): Promise<void>;
   /** Lease TTL the suite uses, in ms; expiry is tested by advancing past it. */
   readonly leaseTtlMs: number;
+  /**
+   * Fault injection for the lost-reply rules: the store applies the next `operation` of any
+   * receipt, then its reply is lost (the call rejects with a retriable error, as when the
+   * connection resets after the store acted). Build it at the claimer's store boundary (its client,
+   * or its store primitives), never around the receipt, which would remember its own success.
+   * Required: the lost-reply rules hold for every claimer.
+   */
+  readonly dropNextReply: (operation: 'commit' | 'release') => void;
   cleanup(): Promise<void>;
 }
 
@@ -258,6 +267,78 @@ export function describeClaimerConformance(name: string, factory: ClaimerFactory
       await h.advance(ttl * 1.5);
       tokens.push(acquired(await h.claimer.claim(k, opts)).receipt.fencingToken);
       for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
+    });
+
+    describe('a store that acted but whose reply was lost (issue 12 item 3)', () => {
+      const lostReply = (title: string, fn: (drop: (operation: 'commit' | 'release') => void) => Promise<void>) =>
+        test(title, () => fn((operation) => h.dropNextReply(operation)));
+
+      async function rejectsRetriably(operation: Promise<void>): Promise<void> {
+        const error = await operation.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toBeDefined();
+        expect(isRetriable(error)).toBe(true);
+      }
+
+      lostReply('a commit that landed with its reply lost: the retried commit resolves (committed), the key is done with its result', async (drop) => {
+        const k = key('lost-commit');
+        const r = acquired(await h.claimer.claim(k, opts));
+        drop('commit');
+        await rejectsRetriably(r.receipt.commit({ n: 1 }));
+        await expect(r.receipt.commit({ n: 1 })).resolves.toBeUndefined();
+        const again = await h.claimer.claim(k, opts);
+        expect(again.state).toBe('done');
+        expect(again.state === 'done' && again.result).toEqual({ n: 1 });
+        await expect(r.receipt.release()).rejects.toBeInstanceOf(ReceiptStateError);
+      });
+
+      lostReply('a commit that landed with its reply lost: a release without a retried commit is ReceiptStateError, and the key stays done', async (drop) => {
+        const k = key('lost-commit-release');
+        const r = acquired(await h.claimer.claim(k, opts));
+        drop('commit');
+        await rejectsRetriably(r.receipt.commit('kept'));
+        await expect(r.receipt.release()).rejects.toBeInstanceOf(ReceiptStateError);
+        await expect(r.receipt.release({ resetAttempts: true })).rejects.toBeInstanceOf(ReceiptStateError);
+        const again = await h.claimer.claim(k, opts);
+        expect(again.state).toBe('done');
+        expect(again.state === 'done' && again.result).toBe('kept');
+        await expect(r.receipt.commit('kept')).resolves.toBeUndefined();
+      });
+
+      lostReply('a commit that landed with its reply lost: extend is ReceiptStateError, never LeaseLostError', async (drop) => {
+        const r = acquired(await h.claimer.claim(key('lost-commit-extend'), opts));
+        drop('commit');
+        await rejectsRetriably(r.receipt.commit());
+        await expect(r.receipt.extend(ttl)).rejects.toBeInstanceOf(ReceiptStateError);
+      });
+
+      lostReply('a release that landed with its reply lost: the retried release resolves; commit is ReceiptStateError; the key is claimable', async (drop) => {
+        const k = key('lost-release');
+        const r = acquired(await h.claimer.claim(k, opts));
+        drop('release');
+        await rejectsRetriably(r.receipt.release());
+        await expect(r.receipt.commit()).rejects.toBeInstanceOf(ReceiptStateError);
+        await expect(r.receipt.release()).resolves.toBeUndefined();
+        const next = acquired(await h.claimer.claim(k, opts));
+        expect(next.attempt).toBe(2);
+      });
+
+      lostReply('a newer owner is still LeaseLostError: a lost release reply, then a takeover, then commit', async (drop) => {
+        const k = key('lost-then-taken');
+        const r = acquired(await h.claimer.claim(k, opts));
+        drop('release');
+        await rejectsRetriably(r.receipt.release());
+        const newer = acquired(await h.claimer.claim(k, opts));
+        await expect(r.receipt.commit()).rejects.toBeInstanceOf(LeaseLostError);
+        // The old receipt's release leaves the newer owner alone.
+        await expect(r.receipt.release()).resolves.toBeUndefined();
+        expect((await h.claimer.claim(k, opts)).state).toBe('busy');
+        await newer.receipt.commit('newer');
+        const done = await h.claimer.claim(k, opts);
+        expect(done.state === 'done' && done.result).toBe('newer');
+      });
     });
 
     test('claimMany, where supported, answers each request in order with its own outcome', async () => {

@@ -33,8 +33,8 @@ import {
   type RecordProducer,
   replayRecord,
 } from '../../kafka';
-import { IDEMPOTENCY_KEY_HEADER } from '../../../src';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
+import { replayKeyOf } from '../replay-key';
 
 /** Environment variable with the default broker list of the Kafka backend. */
 export const KAFKA_BROKERS_ENV = 'TWOPHASE_KAFKA_BROKERS';
@@ -241,7 +241,8 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
       record,
       target,
       messageId: readHeader(headers, HEADERS.originalMessageId) ?? `${this.source}:${partition}:${record.offset}`,
-      key: readHeader(headers, IDEMPOTENCY_KEY_HEADER) ?? readHeader(headers, HEADERS.originalMessageId),
+      // The replayed copy carries the original `topic:partition:offset` as its key when it had no key header.
+      ...replayKeyOf(headers, readHeader(headers, HEADERS.originalMessageId)),
       reason: readHeader(headers, HEADERS.reason),
       attempts: readCount(headers, HEADERS.attempts),
       errorMessage: readHeader(headers, HEADERS.errorMessage),

@@ -9,8 +9,9 @@
  * unacknowledged messages of a closed connection).
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage } from 'amqplib';
-import { assertPublishable, HEADERS, idempotencyKeyOf, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
+import { assertPublishable, HEADERS, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
+import { replayKeyOf } from '../replay-key';
 
 /** Default AMQP URL of the CLI. */
 export const DEFAULT_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -77,7 +78,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
       message,
       route,
       messageId: typeof message.properties.messageId === 'string' ? message.properties.messageId : undefined,
-      key: idempotencyKeyOf(message.properties),
+      ...replayKeyOf(headers, message.properties.messageId),
       reason: readString(headers, HEADERS.reason) ?? deathReason(headers),
       attempts: readCount(headers, HEADERS.attempts),
       errorMessage: readString(headers, HEADERS.errorMessage),

@@ -9,11 +9,16 @@
 --   result      the JSON result to store; '' for none
 --
 -- Returns {0, nowMs, code_1, ..., code_n}, or {1, nowMs} when the deadline has passed, with
---   1 OK       the key is now done (also when this same lease already committed it: a repeat)
---   0 LOST     the record belongs to another acquisition, was released, or is gone
---   5 FOREIGN  the key holds a value twophase did not write
+--   1 OK         the key is now done
+--   2 COMMITTED  the key was already done by this same lease (same fence): a repeat, for example
+--                the retry of a commit whose reply was lost; nothing written
+--   3 RELEASED   this same lease (fence and owner) released the key earlier and nobody claimed it
+--                since; nothing written
+--   0 LOST       the record belongs to another acquisition (a newer fence), or is gone
+--   5 FOREIGN    the key holds a value twophase did not write
 -- A lease that expired but was not taken over is still the owner's: it commits (OK).
--- The done record drops the owner token and the lease expiry; the fence identifies the acquisition.
+-- The done record drops the owner token and the lease expiry; it keeps the fence, which is unique
+-- per acquisition of the key (claim.lua), so a repeat by this lease is told from a newer owner.
 --- @include "record"
 
 local now_us, now_ms, late = begin(ARGV[1])
@@ -32,7 +37,9 @@ for i = 1, #KEYS do
     redis.call('SET', KEYS[i], 'D|' .. fence .. '||' .. attempts .. '||' .. rest .. result, 'PX', done_ttl)
     code = 1
   elseif after(raw, 'D|' .. fence .. '|') then
-    code = 1
+    code = 2
+  elseif after(raw, 'R|' .. fence .. '|' .. owner .. '|') then
+    code = 3
   elseif foreign(raw) then
     code = 5
   end

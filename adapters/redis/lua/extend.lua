@@ -8,9 +8,11 @@
 --   ttlMs   new lease duration from now, ms
 --
 -- Returns {0, nowMs, code_1, ..., code_n}, or {1, nowMs} when the deadline has passed, with
---   1 OK       the lease now ends at nowMs + ttlMs; the retention (PX) grows to ttlMs if shorter
---   0 LOST     the record belongs to another acquisition, is done or released, or is gone
---   5 FOREIGN  the key holds a value twophase did not write
+--   1 OK         the lease now ends at nowMs + ttlMs; the retention (PX) grows to ttlMs if shorter
+--   2 COMMITTED  the key is done by this same lease (same fence); nothing written
+--   3 RELEASED   this same lease released the key and nobody claimed it since; nothing written
+--   0 LOST       the record belongs to another acquisition (a newer fence), or is gone
+--   5 FOREIGN    the key holds a value twophase did not write
 -- A lease that expired but was not taken over is still the owner's: it is extended (OK).
 --- @include "record"
 
@@ -31,6 +33,10 @@ for i = 1, #KEYS do
     if keep < ttl then keep = ttl end
     redis.call('SET', KEYS[i], lease .. attempts .. '|' .. int(now_ms + ttl) .. '|' .. rest, 'PX', keep)
     code = 1
+  elseif after(raw, 'D|' .. fence .. '|') then
+    code = 2
+  elseif after(raw, 'R|' .. fence .. '|' .. owner .. '|') then
+    code = 3
   elseif foreign(raw) then
     code = 5
   end

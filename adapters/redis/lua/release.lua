@@ -8,9 +8,13 @@
 --   reset   '1' to zero the attempt count (a dead-letter: a replay starts at attempt 1), else '0'
 --
 -- Returns {0, nowMs, code_1, ..., code_n}, or {1, nowMs} when the deadline has passed, with
---   1 OK       released (also when this same lease was already released: a repeat)
---   0 LOST     the record belongs to another acquisition, is done, or is gone; nothing written
---   5 FOREIGN  the key holds a value twophase did not write
+--   1 OK         released
+--   3 RELEASED   this same lease had already released it (a repeat, for example the retry of a
+--                release whose reply was lost); nothing written
+--   2 COMMITTED  the key is done by this same lease (same fence): its own commit landed, perhaps
+--                with its reply lost; the key stays done, nothing written
+--   0 LOST       the record belongs to another acquisition (a newer fence), or is gone; nothing written
+--   5 FOREIGN    the key holds a value twophase did not write
 -- The released record keeps its fence, attempt count (unless reset), fingerprint and owner, and
 -- its retention (the claim's doneTtlMs, KEEPTTL), so the next claim continues the attempt count
 -- and the fence.
@@ -33,7 +37,9 @@ for i = 1, #KEYS do
     redis.call('SET', KEYS[i], 'R|' .. lease .. attempts .. '||' .. rest, 'KEEPTTL')
     code = 1
   elseif after(raw, 'R|' .. lease) then
-    code = 1
+    code = 3
+  elseif after(raw, 'D|' .. fence .. '|') then
+    code = 2
   elseif foreign(raw) then
     code = 5
   end

@@ -6,11 +6,13 @@
  * sizes, and a body that may be valid JSON, not JSON, truncated, binary, empty or large.
  *
  * The oracle follows the documented pipeline (README settlement table, src/message-key.ts):
- * derive the key (header, else message id; `missing_key` / `invalid_key`), validate it once
- * namespaced (non-empty, at most MAX_KEY_BYTES bytes of UTF-8, no NUL), then decode the body as
+ * derive the key (header, else message id; `missing_key` / `invalid_key`; bytes that are not
+ * valid UTF-8 get the binary key encoding; text holding U+FFFD is `invalid_key`), validate it once
+ * namespaced (non-empty, at most MAX_KEY_BYTES bytes of UTF-8, no NUL, no lone surrogate), then decode the body as
  * UTF-8 JSON (`invalid_body`). A message that passes runs the handler; anything else is
  * dead-lettered with that reason and an `InvalidMessageError`, and the handler never runs.
  */
+import { isUtf8 } from 'node:buffer';
 import fc from 'fast-check';
 import { MAX_KEY_BYTES } from '../../../src';
 
@@ -51,22 +53,41 @@ export const IN_PROCESS: Transport = { header: (v) => v, messageId: (v) => v };
  */
 export function expectedFate(m: FuzzMessage, namespace: string, transport: Transport): Fate {
   const header = transport.header(m.header);
-  let raw: string;
+  let raw: string | undefined;
   if (header !== undefined && header !== null) {
-    if (typeof header === 'string') raw = header;
-    else if (Buffer.isBuffer(header)) raw = header.toString('utf8');
-    else return { kind: 'dead', reason: 'invalid_key' };
+    raw = expectedHeaderKey(header);
+    if (raw === undefined) return { kind: 'dead', reason: 'invalid_key' };
   } else if (transport.brokerRecordIds) {
     return bodyFate(m, undefined);
   } else {
     const id = transport.messageId(m.messageId);
     if (typeof id !== 'string' || id.length === 0) return { kind: 'dead', reason: 'missing_key' };
+    if (id.includes('\uFFFD')) return { kind: 'dead', reason: 'invalid_key' };
     raw = id;
   }
-  if (raw.length === 0 || raw.includes('\u0000') || Buffer.byteLength(raw, 'utf8') > MAX_KEY_BYTES) return { kind: 'dead', reason: 'invalid_key' };
+  const wellFormed = (raw as unknown as { isWellFormed(): boolean }).isWellFormed();
+  if (raw.length === 0 || raw.includes('\u0000') || !wellFormed || Buffer.byteLength(raw, 'utf8') > MAX_KEY_BYTES) return { kind: 'dead', reason: 'invalid_key' };
   const key = `${namespace.replace(/\\/g, '\\\\').replace(/:/g, '\\:')}:${raw}`;
   if (Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) return { kind: 'dead', reason: 'invalid_key' };
   return bodyFate(m, key);
+}
+
+/**
+ * The raw key a header value gives (README "Keys"), or undefined for `invalid_key`: text without
+ * U+FFFD as is; bytes that are valid UTF-8 (and hold no U+FFFD) as their text, other bytes as
+ * U+FFFD `base64url:` + base64url; a list whose values all give one key, that key.
+ */
+function expectedHeaderKey(header: unknown): string | undefined {
+  if (Array.isArray(header)) {
+    const keys = header.map(expectedHeaderKey);
+    if (keys.length === 0 || keys.some((k) => k === undefined || k !== keys[0])) return undefined;
+    return keys[0];
+  }
+  if (typeof header === 'string') return header.includes('\uFFFD') ? undefined : header;
+  if (!Buffer.isBuffer(header)) return undefined;
+  const text = header.toString('utf8');
+  const valid = isUtf8(header) && !text.includes('\uFFFD');
+  return valid ? text : `\uFFFDbase64url:${header.toString('base64url')}`;
 }
 
 function bodyFate(m: FuzzMessage, key: string | undefined): Fate {

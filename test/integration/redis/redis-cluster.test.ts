@@ -8,6 +8,8 @@ import { ConfigurationError, namespaceKey } from '../../../src';
 import { hashSlot, RedisClaimer, recordKey, recordSlot } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
 import { describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { ReplyFaults } from '../../conformance/reply-faults';
+import { replyDroppingClient } from './support/reply-dropping-client';
 import { connectCluster, deleteMatching, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
 import { RedisClusterProcess } from './support/redis-process';
 
@@ -35,12 +37,14 @@ describeWithServices(['redis'], 'RedisClaimer on a 3-master Redis Cluster', () =
     describe(coalesce ? 'coalescing' : 'no coalescing', () => {
       describeClaimerConformance(`RedisClaimer on Cluster (${coalesce ? 'coalescing' : 'no coalescing'})`, async () => {
         const prefix = uniquePrefix('cluster');
-        const claimer = new RedisClaimer({ redis: client, logger: silentLogger }, { prefix, coalesce });
+        const faults = new ReplyFaults();
+        const claimer = new RedisClaimer({ redis: replyDroppingClient(client, faults), logger: silentLogger }, { prefix, coalesce });
         await claimer.ready();
         return {
           claimer,
           leaseTtlMs: LEASE_TTL_MS,
           advance: (ms) => sleep(ms),
+          dropNextReply: (operation) => faults.dropNext(operation),
           cleanup: async () => {
             await claimer.close();
             await deleteMatching(client, `${prefix}:*`);

@@ -8,6 +8,8 @@ import type Redis from 'ioredis';
 import { RedisClaimer, type RedisClaimerOptions } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
 import { describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { ReplyFaults } from '../../conformance/reply-faults';
+import { replyDroppingClient } from './support/reply-dropping-client';
 import { connectRedis, deleteMatching, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
 
 const LEASE_TTL_MS = 250;
@@ -30,12 +32,14 @@ describeWithServices(['redis'], 'RedisClaimer conformance on 127.0.0.1:6379', ()
       describeClaimerConformance(`RedisClaimer (${variant.name})`, async () => {
         client ??= await variant.client();
         const prefix = uniquePrefix('conf');
-        const claimer = new RedisClaimer({ redis: client, logger: silentLogger }, { ...variant.options, prefix });
+        const faults = new ReplyFaults();
+        const claimer = new RedisClaimer({ redis: replyDroppingClient(client, faults), logger: silentLogger }, { ...variant.options, prefix });
         await claimer.ready();
         return {
           claimer,
           leaseTtlMs: LEASE_TTL_MS,
           advance: (ms) => sleep(ms),
+          dropNextReply: (operation) => faults.dropNext(operation),
           cleanup: async () => {
             await claimer.close();
             await deleteMatching(client!, `${prefix}:*`);

@@ -7,7 +7,9 @@
 --   state              L (leased), D (done) or R (released)
 --   fence              fencing token of the latest acquisition, decimal integer
 --   owner              owner token of the latest acquisition (never contains `|`); empty once D,
---                      where the fence alone identifies the acquisition
+--                      where the fence alone identifies the acquisition (fences never repeat for
+--                      a key, so a lease whose commit reply was lost still recognises its own
+--                      done record: commit, release and extend answer COMMITTED, not LOST)
 --   attempts           acquisitions of the key while this record lived, decimal integer
 --   leaseExpiryMs      Unix time in ms (Redis server clock, TIME) when the lease ends; empty unless L
 --   fingerprintBytes   byte length of the fingerprint; empty when the record has none
