@@ -8,7 +8,7 @@ import { ConfigurationError, namespaceKey } from '../../../src';
 import { hashSlot, RedisClaimer, recordKey, recordSlot } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
 import { describeClaimerConformance } from '../../conformance/claimer-conformance';
-import { connectCluster, deleteMatching, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
+import { connectCluster, deleteMatching, REDIS_PROTOCOLS, type RespVersion, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
 import { RedisClusterProcess } from './support/redis-process';
 
 const LEASE_TTL_MS = 250;
@@ -31,23 +31,38 @@ describeWithServices(['redis'], 'RedisClaimer on a 3-master Redis Cluster', () =
     await cluster?.destroy();
   });
 
-  for (const coalesce of [true, false]) {
-    describe(coalesce ? 'coalescing' : 'no coalescing', () => {
-      describeClaimerConformance(`RedisClaimer on Cluster (${coalesce ? 'coalescing' : 'no coalescing'})`, async () => {
-        const prefix = uniquePrefix('cluster');
-        const claimer = new RedisClaimer({ redis: client, logger: silentLogger }, { prefix, coalesce });
-        await claimer.ready();
-        return {
-          claimer,
-          leaseTtlMs: LEASE_TTL_MS,
-          advance: (ms) => sleep(ms),
-          cleanup: async () => {
-            await claimer.close();
-            await deleteMatching(client, `${prefix}:*`);
-          },
-        };
+  // The conformance suite once per RESP version (REDIS_PROTOCOLS), each on its own Cluster client.
+  const byProtocol = new Map<RespVersion, Cluster>();
+  async function clientFor(protocol: RespVersion): Promise<Cluster> {
+    let c = byProtocol.get(protocol);
+    if (!c) {
+      c = await connectCluster(cluster.ports, {}, protocol);
+      byProtocol.set(protocol, c);
+      extraClients.push(c);
+    }
+    return c;
+  }
+
+  for (const protocol of REDIS_PROTOCOLS) {
+    for (const coalesce of [true, false]) {
+      describe(`RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'}`, () => {
+        describeClaimerConformance(`RedisClaimer on Cluster (RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'})`, async () => {
+          const c = await clientFor(protocol);
+          const prefix = uniquePrefix('cluster');
+          const claimer = new RedisClaimer({ redis: c, logger: silentLogger }, { prefix, coalesce });
+          await claimer.ready();
+          return {
+            claimer,
+            leaseTtlMs: LEASE_TTL_MS,
+            advance: (ms) => sleep(ms),
+            cleanup: async () => {
+              await claimer.close();
+              await deleteMatching(c, `${prefix}:*`);
+            },
+          };
+        });
       });
-    });
+    }
   }
 
   test('the cluster has 3 masters', () => {
