@@ -20,14 +20,11 @@ if ! [[ "$KAFKA_VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || [ "$KAFKA_MAJOR" -lt 
 fi
 
 KAFKA_HOST="127.0.0.1"
+kafka_valid_port() { [[ "$1" =~ ^[0-9]{1,5}$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
 : "${KAFKA_PORT:=9092}"
+kafka_valid_port "$KAFKA_PORT" || { printf '[kafka] KAFKA_PORT must be a TCP port, got "%s"\n' "$KAFKA_PORT" >&2; exit 1; }
 : "${KAFKA_CONTROLLER_PORT:=$((KAFKA_PORT + 1))}"
-for _port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
-  if ! [[ "$_port" =~ ^[0-9]+$ ]] || [ "$_port" -lt 1 ] || [ "$_port" -gt 65535 ]; then
-    printf '[kafka] KAFKA_PORT and KAFKA_CONTROLLER_PORT must be TCP ports, got "%s"\n' "$_port" >&2
-    exit 1
-  fi
-done
+kafka_valid_port "$KAFKA_CONTROLLER_PORT" || { printf '[kafka] KAFKA_CONTROLLER_PORT must be a TCP port, got "%s"\n' "$KAFKA_CONTROLLER_PORT" >&2; exit 1; }
 
 : "${KAFKA_HOME:=$REPO_ROOT/.kafka}"
 KAFKA_DATA_DIR="$KAFKA_HOME/data"
