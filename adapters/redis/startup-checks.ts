@@ -63,8 +63,7 @@ export async function checkEvictionPolicy(client: Redis | Cluster, logger: Redis
     scriptNodes(client).map(async (node) => {
       const address = `${node.options.host ?? '?'}:${node.options.port ?? '?'}`;
       try {
-        const reply = (await node.config('GET', 'maxmemory-policy')) as string[];
-        const policy = reply[1] ?? 'unknown';
+        const policy = configValue(await node.config('GET', 'maxmemory-policy'), 'maxmemory-policy') ?? 'unknown';
         policies[address] = policy;
         if (policy !== 'noeviction') {
           logger.warn(
@@ -84,6 +83,25 @@ export async function checkEvictionPolicy(client: Redis | Cluster, logger: Redis
     }),
   );
   return policies;
+}
+
+/**
+ * The value of `name` in a `CONFIG GET` reply, in either shape ioredis returns: a flat
+ * `[name, value, …]` array (RESP2, and RESP3 with ioredis 6's default `replyMapping: 'legacy'`) or
+ * an object `{ name: value }` (RESP3 with `replyMapping: 'resp3'`, where the server's map reply is
+ * kept as a map). `undefined` when the reply holds no such entry.
+ */
+export function configValue(reply: unknown, name: string): string | undefined {
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) {
+      if (reply[i] === name) return String(reply[i + 1]);
+    }
+    return undefined;
+  }
+  if (reply !== null && typeof reply === 'object' && Object.prototype.hasOwnProperty.call(reply, name)) {
+    return String((reply as Record<string, unknown>)[name]);
+  }
+  return undefined;
 }
 
 /**

@@ -2,21 +2,31 @@
 # shellcheck disable=SC2034 # the variables are used by the scripts that source this file
 # Shared settings and helpers for scripts/kafka/{start,stop}.sh. Sourced, not run.
 #
-# Everything lives under <repo>/.kafka/ (gitignored); paths are derived from the
-# location of this file, never from the caller's working directory.
+# Everything lives under $KAFKA_HOME (default <repo>/.kafka/, gitignored); the default is derived
+# from the location of this file, never from the caller's working directory.
 
 KAFKA_SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$KAFKA_SCRIPT_DIR/../.." && pwd)"
 
-# Keep in sync with <kafka.version> in scripts/kafka/pom.xml.
-# 3.9.x on purpose: Kafka 4.x dropped the old protocol API versions kafkajs 2.2.4 uses.
-KAFKA_VERSION="3.9.2"
+# Overridable by env, so a second broker (another version, another port, another home) can run
+# beside the default one, e.g. KAFKA_VERSION=3.9.2 KAFKA_PORT=19092 KAFKA_HOME=/tmp/kafka39.
+# The version is passed to Maven (scripts/kafka/pom.xml); the major version picks the log binding:
+# 4.x brokers log through log4j2, 3.x through reload4j (log4j 1.x API).
+: "${KAFKA_VERSION:=4.4.0}"
+KAFKA_MAJOR="${KAFKA_VERSION%%.*}"
+if ! [[ "$KAFKA_VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || [ "$KAFKA_MAJOR" -lt 3 ]; then
+  printf '[kafka] KAFKA_VERSION must be a 3.x or 4.x release such as 4.4.0, got "%s"\n' "$KAFKA_VERSION" >&2
+  exit 1
+fi
 
 KAFKA_HOST="127.0.0.1"
-KAFKA_PORT="9092"
-KAFKA_CONTROLLER_PORT="9093"
+kafka_valid_port() { [[ "$1" =~ ^[0-9]{1,5}$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
+: "${KAFKA_PORT:=9092}"
+kafka_valid_port "$KAFKA_PORT" || { printf '[kafka] KAFKA_PORT must be a TCP port, got "%s"\n' "$KAFKA_PORT" >&2; exit 1; }
+: "${KAFKA_CONTROLLER_PORT:=$((KAFKA_PORT + 1))}"
+kafka_valid_port "$KAFKA_CONTROLLER_PORT" || { printf '[kafka] KAFKA_CONTROLLER_PORT must be a TCP port, got "%s"\n' "$KAFKA_CONTROLLER_PORT" >&2; exit 1; }
 
-KAFKA_HOME="$REPO_ROOT/.kafka"
+: "${KAFKA_HOME:=$REPO_ROOT/.kafka}"
 KAFKA_DATA_DIR="$KAFKA_HOME/data"
 KAFKA_LOG_DIR="$KAFKA_HOME/logs"
 KAFKA_PID_FILE="$KAFKA_HOME/kafka.pid"
@@ -24,7 +34,13 @@ KAFKA_CONFIG="$KAFKA_HOME/server.properties"
 KAFKA_CLASSPATH_FILE="$KAFKA_HOME/classpath-$KAFKA_VERSION.txt"
 KAFKA_CLASSPATH_KEY_FILE="$KAFKA_HOME/classpath-$KAFKA_VERSION.key"
 KAFKA_POM="$KAFKA_SCRIPT_DIR/pom.xml"
-KAFKA_LOG4J_CONFIG="$KAFKA_SCRIPT_DIR/log4j.properties"
+if [ "$KAFKA_MAJOR" -ge 4 ]; then
+  KAFKA_LOG4J_CONFIG="$KAFKA_SCRIPT_DIR/log4j2.properties"
+  KAFKA_LOG4J_OPT="-Dlog4j2.configurationFile=file:$KAFKA_LOG4J_CONFIG"
+else
+  KAFKA_LOG4J_CONFIG="$KAFKA_SCRIPT_DIR/log4j.properties"
+  KAFKA_LOG4J_OPT="-Dlog4j.configuration=file:$KAFKA_LOG4J_CONFIG"
+fi
 KAFKA_CDS_DIR="$KAFKA_HOME/cds"
 
 # Small footprint: the machine has 2 cores shared with the test suite.

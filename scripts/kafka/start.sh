@@ -4,9 +4,10 @@
 #
 #   scripts/kafka/start.sh        (npm run kafka:start)
 #
-# - Clients connect to PLAINTEXT://127.0.0.1:9092 (controller on 127.0.0.1:9093).
-# - State lives in <repo>/.kafka/ (gitignored): data/ is wiped and re-formatted on
-#   every start, logs/ holds kafka.out + log4j files, kafka.pid the broker's pid.
+# - Kafka $KAFKA_VERSION (default 4.4.0). Clients connect to PLAINTEXT://127.0.0.1:$KAFKA_PORT
+#   (default 9092; controller on $KAFKA_CONTROLLER_PORT, default KAFKA_PORT + 1).
+# - State lives in $KAFKA_HOME (default <repo>/.kafka/, gitignored): data/ is wiped and
+#   re-formatted on every start, logs/ holds kafka.out + log files, kafka.pid the broker's pid.
 # - The first run resolves the jars with Maven into ~/.m2 and caches the classpath
 #   in .kafka/classpath-<version>.txt; later starts do not run Maven.
 # - Idempotent: if our broker is already running and answering, it says so and
@@ -14,7 +15,8 @@
 # - Returns once a real kafkajs client can talk to the broker (and the group and
 #   transaction coordinators are warmed up), or exits 1 with the log tail.
 #
-# Env overrides (see common.sh): KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS,
+# Env overrides (see common.sh): KAFKA_VERSION, KAFKA_PORT, KAFKA_CONTROLLER_PORT, KAFKA_HOME,
+# KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS,
 # KAFKA_START_TIMEOUT (s, default 120), KAFKA_CDS=0 (no class-data archive), JAVA_HOME.
 set -euo pipefail
 
@@ -58,10 +60,20 @@ fail_start() {
 }
 
 probe_with_java() {
-  # Fallback when node/kafkajs is not installed: Kafka's own AdminClient-based tool.
+  # Fallback when node/kafkajs is not installed: Kafka's own AdminClient-based tool
+  # (kafka.admin.BrokerApiVersionsCommand in 3.x; org.apache.kafka.tools.* in 4.x, when on the
+  # classpath; otherwise only the open port was checked).
+  local tool="kafka.admin.BrokerApiVersionsCommand"
+  if [ "$KAFKA_MAJOR" -ge 4 ]; then
+    tool="org.apache.kafka.tools.BrokerApiVersionsCommand"
+    if ! grep -q 'kafka-tools-[0-9]' <<<"$KAFKA_CLASSPATH"; then
+      kafka_log "kafka-tools is not on the classpath; the port is open, assuming ready"
+      return 0
+    fi
+  fi
   "$JAVA_BIN" -Xmx128m -XX:TieredStopAtLevel=1 "${CDS_OPTS[@]}" -cp "$KAFKA_CLASSPATH" \
-    -Dlog4j.configuration="file:$KAFKA_LOG4J_CONFIG" -Dkafka.logs.dir="$KAFKA_LOG_DIR/tools" \
-    kafka.admin.BrokerApiVersionsCommand --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" \
+    "$KAFKA_LOG4J_OPT" -Dkafka.logs.dir="$KAFKA_LOG_DIR/tools" \
+    "$tool" --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" \
     >"$KAFKA_LOG_DIR/probe.out" 2>&1
 }
 
@@ -121,7 +133,8 @@ done
 # ---------------------------------------------------------------------------
 # Classpath: resolve once with Maven, then reuse the cached file.
 # ---------------------------------------------------------------------------
-pom_key="$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)"
+# The key covers the pom and the version: a change of either re-resolves.
+pom_key="$( { cat "$KAFKA_POM"; printf 'kafka.version=%s\n' "$KAFKA_VERSION"; } | sha256sum | cut -d' ' -f1)"
 classpath_ok() {
   [ -s "$KAFKA_CLASSPATH_FILE" ] && [ "$(cat "$KAFKA_CLASSPATH_KEY_FILE" 2>/dev/null)" = "$pom_key" ] || return 1
   local jar jars
@@ -133,6 +146,7 @@ if ! classpath_ok; then
   kafka_log "resolving Kafka $KAFKA_VERSION jars with Maven (first run only)..."
   t0=$SECONDS
   if ! mvn -q -B -f "$KAFKA_POM" dependency:build-classpath \
+    -Dkafka.version="$KAFKA_VERSION" -Dkafka.major="$KAFKA_MAJOR" \
     -Dmdep.outputFile="$KAFKA_CLASSPATH_FILE.tmp" -Dmdep.includeScope=runtime \
     >"$KAFKA_HOME/maven.log" 2>&1; then
     kafka_err "Maven could not resolve the Kafka jars:"
@@ -213,7 +227,7 @@ done
 
 COMMON_JVM_OPTS=(
   -Djava.awt.headless=true
-  -Dlog4j.configuration="file:$KAFKA_LOG4J_CONFIG"
+  "$KAFKA_LOG4J_OPT"
   -Dkafka.logs.dir="$KAFKA_LOG_DIR"
 )
 

@@ -13,7 +13,14 @@ import type Redis from 'ioredis';
 import { type Claimer, InMemoryClaimer } from '../../src';
 import { RedisClaimer } from '../../adapters/redis';
 import { describeWithServices } from '../support/services';
-import { connectRedis, deleteMatching, silentLogger, uniquePrefix } from '../integration/redis/support/redis-helpers';
+import {
+  connectRedis,
+  deleteMatching,
+  REDIS_PROTOCOLS,
+  type RespVersion,
+  silentLogger,
+  uniquePrefix,
+} from '../integration/redis/support/redis-helpers';
 import { at, type Operation, type Outcome } from './support/claim-model';
 import { ClaimerDriver } from './support/claimer-driver';
 import { checkLinearizable, type HistoryEntry } from './support/linearizability';
@@ -108,10 +115,15 @@ describe('model: concurrent interleavings (fast-check scheduler)', () => {
 });
 
 describeWithServices(['redis'], 'model: concurrent interleavings on RedisClaimer (127.0.0.1:6379)', () => {
+  describe.each(REDIS_PROTOCOLS)('RESP%i', (protocol) => concurrentRedisSuite(protocol));
+});
+
+/** The Redis half, run once per RESP version (REDIS_PROTOCOLS). */
+function concurrentRedisSuite(protocol: RespVersion): void {
   let client: Redis;
   const prefix = uniquePrefix('model-sched');
   beforeAll(async () => {
-    client = await connectRedis();
+    client = await connectRedis(undefined, {}, protocol);
   });
   afterAll(async () => {
     await deleteMatching(client, `${prefix}:*`);
@@ -134,4 +146,4 @@ describeWithServices(['redis'], 'model: concurrent interleavings on RedisClaimer
       await claimer.close();
     });
   }
-});
+}

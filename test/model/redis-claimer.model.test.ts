@@ -9,7 +9,15 @@ import fc from 'fast-check';
 import type Redis from 'ioredis';
 import { RedisClaimer } from '../../adapters/redis';
 import { describeWithServices } from '../support/services';
-import { connectRedis, deleteMatching, silentLogger, sleep, uniquePrefix } from '../integration/redis/support/redis-helpers';
+import {
+  connectRedis,
+  deleteMatching,
+  REDIS_PROTOCOLS,
+  type RespVersion,
+  silentLogger,
+  sleep,
+  uniquePrefix,
+} from '../integration/redis/support/redis-helpers';
 import { claimCommands, initialModel } from './support/claim-commands';
 import { ClaimerDriver } from './support/claimer-driver';
 
@@ -17,11 +25,16 @@ import { ClaimerDriver } from './support/claimer-driver';
 const SLACK_MS = 3;
 
 describeWithServices(['redis'], 'model: RedisClaimer on 127.0.0.1:6379 (real time)', () => {
+  describe.each(REDIS_PROTOCOLS)('RESP%i', (protocol) => modelSuite(protocol));
+});
+
+/** The model runs, once per RESP version (REDIS_PROTOCOLS). */
+function modelSuite(protocol: RespVersion): void {
   let client: Redis;
   const prefixes: string[] = [];
 
   beforeAll(async () => {
-    client = await connectRedis();
+    client = await connectRedis(undefined, {}, protocol);
   });
   afterAll(async () => {
     for (const prefix of prefixes) await deleteMatching(client, `${prefix}:*`);
@@ -51,4 +64,4 @@ describeWithServices(['redis'], 'model: RedisClaimer on 127.0.0.1:6379 (real tim
       await claimer.close();
     });
   }
-});
+}

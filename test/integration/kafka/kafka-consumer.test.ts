@@ -10,6 +10,7 @@ import { HEADERS, type KafkaSourceEvent, readHeader } from '../../../adapters/ka
 import { describeWithServices } from '../../support/services';
 import {
   applying,
+  BROKERS,
   EffectLog,
   fastSource,
   keyedProducer,
@@ -170,11 +171,14 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     fixed = true;
     const out: string[] = [];
     const io = { stdout: (t: string) => void out.push(t), stderr: () => undefined };
-    const code = await runCli(['dlq', 'replay', `${topic}.dlq`, '--broker', 'kafka', '--url', 'kafka://127.0.0.1:9092', '--json'], { io, env: {} });
+    const code = await runCli(['dlq', 'replay', `${topic}.dlq`, '--broker', 'kafka', '--url', `kafka://${BROKERS.join(',')}`, '--json'], { io, env: {} });
     expect(code).toBe(0);
     const summary = out.map((l) => JSON.parse(l) as { type: string; summary?: { replayed: number } }).find((e) => e.type === 'done')!.summary!;
     expect(summary.replayed).toBe(3);
-    const again = await runCli(['dlq', 'replay', `${topic}.dlq`, '--broker', 'kafka', '--json'], { io: { stdout: () => undefined, stderr: () => undefined }, env: {} });
+    const again = await runCli(['dlq', 'replay', `${topic}.dlq`, '--broker', 'kafka', '--url', `kafka://${BROKERS.join(',')}`, '--json'], {
+      io: { stdout: () => undefined, stderr: () => undefined },
+      env: {},
+    });
     expect(again).toBe(0);
 
     const second = makeConsumer();

@@ -14,7 +14,16 @@ import {
 } from '../../../src';
 import { RedisClaimer, type RedisClaimerOptions, recordKey } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { connectRedis, deleteMatching, silentLogger, sleep, uniquePrefix, waitFor } from './support/redis-helpers';
+import {
+  connectRedis,
+  deleteMatching,
+  REDIS_PROTOCOLS,
+  type RespVersion,
+  silentLogger,
+  sleep,
+  uniquePrefix,
+  waitFor,
+} from './support/redis-helpers';
 
 function acquired(result: ClaimResult) {
   if (result.state !== 'acquired') throw new Error(`expected acquired, got ${result.state}`);
@@ -22,6 +31,11 @@ function acquired(result: ClaimResult) {
 }
 
 describeWithServices(['redis'], 'RedisClaimer on 127.0.0.1:6379', () => {
+  describe.each(REDIS_PROTOCOLS)('RESP%i', (protocol) => claimerSuite(protocol));
+});
+
+/** The suite, run once per RESP version (REDIS_PROTOCOLS). */
+function claimerSuite(protocol: RespVersion): void {
   let client: Redis;
   const prefixes: string[] = [];
   const claimers: RedisClaimer[] = [];
@@ -35,7 +49,7 @@ describeWithServices(['redis'], 'RedisClaimer on 127.0.0.1:6379', () => {
   }
 
   beforeAll(async () => {
-    client = await connectRedis();
+    client = await connectRedis(undefined, {}, protocol);
   });
   afterEach(async () => {
     await Promise.all(claimers.splice(0).map((c) => c.close()));
@@ -253,4 +267,4 @@ describeWithServices(['redis'], 'RedisClaimer on 127.0.0.1:6379', () => {
     const fresh = make().claimer;
     expect((await fresh.claim('closing', ttl)).state).toBe('acquired'); // different namespace
   });
-});
+}

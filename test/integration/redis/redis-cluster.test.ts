@@ -10,7 +10,7 @@ import { describeWithServices } from '../../support/services';
 import { describeClaimerConformance } from '../../conformance/claimer-conformance';
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { replyDroppingClient } from './support/reply-dropping-client';
-import { connectCluster, deleteMatching, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
+import { connectCluster, deleteMatching, REDIS_PROTOCOLS, type RespVersion, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
 import { RedisClusterProcess } from './support/redis-process';
 
 const LEASE_TTL_MS = 250;
@@ -33,25 +33,40 @@ describeWithServices(['redis'], 'RedisClaimer on a 3-master Redis Cluster', () =
     await cluster?.destroy();
   });
 
-  for (const coalesce of [true, false]) {
-    describe(coalesce ? 'coalescing' : 'no coalescing', () => {
-      describeClaimerConformance(`RedisClaimer on Cluster (${coalesce ? 'coalescing' : 'no coalescing'})`, async () => {
-        const prefix = uniquePrefix('cluster');
-        const faults = new ReplyFaults();
-        const claimer = new RedisClaimer({ redis: replyDroppingClient(client, faults), logger: silentLogger }, { prefix, coalesce });
-        await claimer.ready();
-        return {
-          claimer,
-          leaseTtlMs: LEASE_TTL_MS,
-          advance: (ms) => sleep(ms),
-          dropNextReply: (operation) => faults.dropNext(operation),
-          cleanup: async () => {
-            await claimer.close();
-            await deleteMatching(client, `${prefix}:*`);
-          },
-        };
+  // The conformance suite once per RESP version (REDIS_PROTOCOLS), each on its own Cluster client.
+  const byProtocol = new Map<RespVersion, Cluster>();
+  async function clientFor(protocol: RespVersion): Promise<Cluster> {
+    let c = byProtocol.get(protocol);
+    if (!c) {
+      c = await connectCluster(cluster.ports, {}, protocol);
+      byProtocol.set(protocol, c);
+      extraClients.push(c);
+    }
+    return c;
+  }
+
+  for (const protocol of REDIS_PROTOCOLS) {
+    for (const coalesce of [true, false]) {
+      describe(`RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'}`, () => {
+        describeClaimerConformance(`RedisClaimer on Cluster (RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'})`, async () => {
+          const c = await clientFor(protocol);
+          const prefix = uniquePrefix('cluster');
+          const faults = new ReplyFaults();
+          const claimer = new RedisClaimer({ redis: replyDroppingClient(c, faults), logger: silentLogger }, { prefix, coalesce });
+          await claimer.ready();
+          return {
+            claimer,
+            leaseTtlMs: LEASE_TTL_MS,
+            advance: (ms) => sleep(ms),
+            dropNextReply: (operation) => faults.dropNext(operation),
+            cleanup: async () => {
+              await claimer.close();
+              await deleteMatching(c, `${prefix}:*`);
+            },
+          };
+        });
       });
-    });
+    }
   }
 
   test('the cluster has 3 masters', () => {

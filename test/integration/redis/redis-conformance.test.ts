@@ -1,8 +1,9 @@
 /**
  * The core's claimer conformance suite, unchanged, against RedisClaimer on the shared Redis
  * (127.0.0.1:6379), in the configurations users choose between: coalescing on (default) and off,
- * ioredis auto-pipelining on, and the ioredis keyPrefix option. Each test gets its own namespace
- * prefix; time passes for real (Redis judges expiry), so the lease TTL is short.
+ * ioredis auto-pipelining on, and the ioredis keyPrefix option; each under every RESP version the
+ * installed ioredis speaks (REDIS_PROTOCOLS: RESP2 and RESP3 with ioredis 6). Each test gets its own
+ * namespace prefix; time passes for real (Redis judges expiry), so the lease TTL is short.
  */
 import type Redis from 'ioredis';
 import { RedisClaimer, type RedisClaimerOptions } from '../../../adapters/redis';
@@ -10,42 +11,58 @@ import { describeWithServices } from '../../support/services';
 import { describeClaimerConformance } from '../../conformance/claimer-conformance';
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { replyDroppingClient } from './support/reply-dropping-client';
-import { connectRedis, deleteMatching, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
+import {
+  connectionProtocol,
+  connectRedis,
+  deleteMatching,
+  REDIS_PROTOCOLS,
+  type RespVersion,
+  silentLogger,
+  sleep,
+  uniquePrefix,
+} from './support/redis-helpers';
 
 const LEASE_TTL_MS = 250;
 
-const variants: Array<{ name: string; client: () => Promise<Redis>; options: RedisClaimerOptions }> = [
-  { name: 'coalescing (default)', client: () => connectRedis(), options: {} },
-  { name: 'no coalescing', client: () => connectRedis(), options: { coalesce: false } },
-  { name: 'ioredis enableAutoPipelining, no coalescing', client: () => connectRedis(undefined, { enableAutoPipelining: true }), options: { coalesce: false } },
-  { name: 'ioredis keyPrefix', client: () => connectRedis(undefined, { keyPrefix: 'tp-kp:' }), options: {} },
+const variants: Array<{ name: string; client: (protocol: RespVersion) => Promise<Redis>; options: RedisClaimerOptions }> = [
+  { name: 'coalescing (default)', client: (p) => connectRedis(undefined, {}, p), options: {} },
+  { name: 'no coalescing', client: (p) => connectRedis(undefined, {}, p), options: { coalesce: false } },
+  { name: 'ioredis enableAutoPipelining, no coalescing', client: (p) => connectRedis(undefined, { enableAutoPipelining: true }, p), options: { coalesce: false } },
+  { name: 'ioredis keyPrefix', client: (p) => connectRedis(undefined, { keyPrefix: 'tp-kp:' }, p), options: {} },
 ];
 
 describeWithServices(['redis'], 'RedisClaimer conformance on 127.0.0.1:6379', () => {
-  for (const variant of variants) {
-    describe(variant.name, () => {
-      let client: Redis | undefined;
-      afterAll(async () => {
-        await client?.quit();
-      });
+  describe.each(REDIS_PROTOCOLS)('RESP%i', (protocol) => {
+    for (const variant of variants) {
+      describe(variant.name, () => {
+        let client: Redis | undefined;
+        afterAll(async () => {
+          await client?.quit();
+        });
 
-      describeClaimerConformance(`RedisClaimer (${variant.name})`, async () => {
-        client ??= await variant.client();
-        const prefix = uniquePrefix('conf');
-        const faults = new ReplyFaults();
-        const claimer = new RedisClaimer({ redis: replyDroppingClient(client, faults), logger: silentLogger }, { ...variant.options, prefix });
-        await claimer.ready();
-        return {
-          claimer,
-          leaseTtlMs: LEASE_TTL_MS,
-          advance: (ms) => sleep(ms),
-          dropNextReply: (operation) => faults.dropNext(operation),
-          cleanup: async () => {
-            await claimer.close();
-            await deleteMatching(client!, `${prefix}:*`);
-          },
-        };
+        test(`the connection speaks RESP${protocol}`, async () => {
+          client ??= await variant.client(protocol);
+          expect(await connectionProtocol(client)).toBe(protocol);
+        });
+
+        describeClaimerConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, async () => {
+          client ??= await variant.client(protocol);
+          const prefix = uniquePrefix('conf');
+          const faults = new ReplyFaults();
+          const claimer = new RedisClaimer({ redis: replyDroppingClient(client, faults), logger: silentLogger }, { ...variant.options, prefix });
+          await claimer.ready();
+          return {
+            claimer,
+            leaseTtlMs: LEASE_TTL_MS,
+            advance: (ms) => sleep(ms),
+            dropNextReply: (operation) => faults.dropNext(operation),
+            cleanup: async () => {
+              await claimer.close();
+              await deleteMatching(client!, `${prefix}:*`);
+            },
+          };
+        });
       });
-    });
-  }
+    }
+  });
 });

@@ -8,7 +8,7 @@ import Redis, { type RedisOptions } from 'ioredis';
 import { ClaimerUnavailableError, type ClaimResult, LeaseLostError } from '../../../src';
 import { RedisClaimer, type RedisClaimerOptions } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { recordingLogger, uniquePrefix, waitFor } from './support/redis-helpers';
+import { IOREDIS_MAJOR, protocolOptions, recordingLogger, REDIS_PROTOCOLS, type RespVersion, uniquePrefix, waitFor } from './support/redis-helpers';
 import { freePort, RedisServerProcess } from './support/redis-process';
 
 const opts = { leaseTtlMs: 10_000, doneTtlMs: 60_000 };
@@ -30,6 +30,11 @@ async function timed(promise: Promise<unknown>): Promise<{ ms: number; error: un
 }
 
 describeWithServices(['redis'], 'RedisClaimer outages on a private redis-server', () => {
+  describe.each(REDIS_PROTOCOLS)('RESP%i', (protocol) => outageSuite(protocol));
+});
+
+/** The suite, run once per RESP version (REDIS_PROTOCOLS), each on its own private server. */
+function outageSuite(protocol: RespVersion): void {
   let server: RedisServerProcess;
   let admin: Redis;
   const clients: Redis[] = [];
@@ -40,7 +45,7 @@ describeWithServices(['redis'], 'RedisClaimer outages on a private redis-server'
    * reconnect, and no error listener of its own: the claimer's listener is the only one.
    */
   async function setup(options: RedisClaimerOptions = {}, clientOptions: RedisOptions = {}) {
-    const client = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: true, retryStrategy: () => 100, ...clientOptions });
+    const client = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: true, retryStrategy: () => 100, ...protocolOptions(protocol), ...clientOptions });
     clients.push(client);
     const log = recordingLogger();
     const claimer = new RedisClaimer({ redis: client, logger: log.logger }, { prefix: uniquePrefix('outage'), ...options });
@@ -195,7 +200,7 @@ describeWithServices(['redis'], 'RedisClaimer outages on a private redis-server'
   }
 
   test('ready() connects a lazyConnect client, and rejects with ClaimerUnavailableError within readyTimeoutMs when Redis is down', async () => {
-    const lazy = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: true, retryStrategy: () => 100 });
+    const lazy = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: true, retryStrategy: () => 100, ...protocolOptions(protocol) });
     clients.push(lazy);
     const claimer = new RedisClaimer({ redis: lazy, logger: recordingLogger().logger }, { prefix: uniquePrefix('ready'), readyTimeoutMs: 500 });
     claimers.push(claimer);
@@ -210,14 +215,18 @@ describeWithServices(['redis'], 'RedisClaimer outages on a private redis-server'
     expect(attempt.ms).toBeLessThan(1500);
   });
 
-  test('ready() warns when maxmemory-policy could evict records, and not under noeviction', async () => {
+  // ioredis 6 on RESP3 can hand RESP3-only reply types over as they are (replyMapping 'resp3'):
+  // CONFIG GET then answers a map ({ policy: value }) instead of a flat array.
+  const replyMappings = protocol === 3 && IOREDIS_MAJOR >= 6 ? ['legacy', 'resp3'] : ['legacy'];
+  test.each(replyMappings)('ready() warns when maxmemory-policy could evict records, and not under noeviction (replyMapping %s)', async (replyMapping) => {
     for (const [policy, warns] of [
       ['allkeys-lru', true],
       ['volatile-ttl', true],
       ['noeviction', false],
     ] as const) {
       await admin.config('SET', 'maxmemory-policy', policy);
-      const { log } = await setup();
+      const { log } = await setup({}, replyMapping === 'legacy' ? {} : ({ replyMapping } as RedisOptions));
+      expect(log.calls.filter((c) => /could not read maxmemory-policy/.test(c.msg ?? ''))).toEqual([]);
       const warnings = log.calls.filter((c) => c.level === 'warn' && /maxmemory-policy/.test(c.msg ?? ''));
       expect(warnings.length).toBe(warns ? 1 : 0);
       if (warns) expect(warnings[0]!.obj).toMatchObject({ maxmemoryPolicy: policy });
@@ -228,4 +237,4 @@ describeWithServices(['redis'], 'RedisClaimer outages on a private redis-server'
     const { log } = await setup({}, { maxRetriesPerRequest: null });
     expect(log.calls.some((c) => c.level === 'warn' && /commandTimeout/.test(c.msg ?? ''))).toBe(true);
   });
-});
+}

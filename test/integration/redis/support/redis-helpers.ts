@@ -3,11 +3,51 @@
  * cleanup by prefix, and waiting on an outcome instead of sleeping.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { SERVICES } from '../../../support/services';
 
 /** The shared Redis of the integration suites (127.0.0.1:6379 unless REDIS_PORT is set). */
 export const SHARED_REDIS = { host: SERVICES.redis.host, port: SERVICES.redis.port };
+
+/** A RESP protocol version (https://redis.io/docs/latest/develop/reference/protocol-spec/). */
+export type RespVersion = 2 | 3;
+
+/** Major version of the installed ioredis (the peer matrix in CI installs others). */
+export const IOREDIS_MAJOR = Number(
+  (JSON.parse(readFileSync(require.resolve('ioredis/package.json'), 'utf8')) as { version: string }).version.split('.')[0],
+);
+
+/**
+ * The RESP versions the Redis suites run under, each suite once per version. ioredis 6 speaks
+ * RESP3 by default and takes a `protocol` option (2 or 3); ioredis 5 has no such option and speaks
+ * RESP2 only. `TWOPHASE_TEST_REDIS_PROTOCOLS` ("2", "3" or "2,3") narrows the list.
+ */
+export const REDIS_PROTOCOLS: readonly RespVersion[] = (() => {
+  const supported: RespVersion[] = IOREDIS_MAJOR >= 6 ? [2, 3] : [2];
+  const wanted = process.env.TWOPHASE_TEST_REDIS_PROTOCOLS;
+  if (!wanted) return supported;
+  const list = wanted.split(',').map((v) => Number(v.trim()));
+  const bad = list.filter((v) => !supported.includes(v as RespVersion));
+  if (bad.length > 0) {
+    throw new Error(`TWOPHASE_TEST_REDIS_PROTOCOLS=${wanted}: ioredis ${IOREDIS_MAJOR} speaks RESP ${supported.join(' and ')} only`);
+  }
+  return list as RespVersion[];
+})();
+
+/**
+ * ioredis options selecting `protocol`. Typed loosely on purpose: ioredis 5's `RedisOptions` has no
+ * `protocol` field, and these suites also compile against it. Under ioredis 5 only RESP2 is asked for.
+ */
+export function protocolOptions(protocol: RespVersion): RedisOptions {
+  return IOREDIS_MAJOR >= 6 ? ({ protocol } as RedisOptions) : {};
+}
+
+/** The RESP version the server says this connection speaks (`CLIENT INFO`, field `resp`). */
+export async function connectionProtocol(client: Redis): Promise<number> {
+  const info = String(await client.call('CLIENT', 'INFO'));
+  return Number(/\bresp=(\d)/.exec(info)?.[1]);
+}
 
 /** A logger that records every call, for asserting warnings. */
 export function recordingLogger() {
@@ -25,13 +65,14 @@ export function uniquePrefix(label: string): string {
 }
 
 /** A standalone client that gives up reconnecting quickly in tests; resolves when ready. */
-export async function connectRedis(port = SHARED_REDIS.port, options: RedisOptions = {}): Promise<Redis> {
+export async function connectRedis(port = SHARED_REDIS.port, options: RedisOptions = {}, protocol?: RespVersion): Promise<Redis> {
   const client = new Redis({
     host: SHARED_REDIS.host,
     port,
     lazyConnect: true,
     maxRetriesPerRequest: 1,
     retryStrategy: (times) => Math.min(times * 50, 200),
+    ...(protocol === undefined ? {} : protocolOptions(protocol)),
     ...options,
   });
   client.on('error', () => undefined);
@@ -40,10 +81,15 @@ export async function connectRedis(port = SHARED_REDIS.port, options: RedisOptio
 }
 
 /** A Cluster client on the given seed ports; resolves when ready. */
-export async function connectCluster(ports: number[], options: ClusterOptions = {}): Promise<Cluster> {
+export async function connectCluster(ports: number[], options: ClusterOptions = {}, protocol?: RespVersion): Promise<Cluster> {
   const cluster = new Cluster(
     ports.map((port) => ({ host: '127.0.0.1', port })),
-    { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 }, clusterRetryStrategy: () => 100, ...options },
+    {
+      lazyConnect: true,
+      redisOptions: { maxRetriesPerRequest: 1, ...(protocol === undefined ? {} : protocolOptions(protocol)) },
+      clusterRetryStrategy: () => 100,
+      ...options,
+    },
   );
   cluster.on('error', () => undefined);
   await cluster.connect();
