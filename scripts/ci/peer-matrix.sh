@@ -17,6 +17,7 @@ cd "$(dirname "$0")/../.."
 
 # peer -> the suites that exercise its adapter.
 declare -A SUITES=(
+  [amqplib]="test/integration/rabbitmq test/fuzz/rabbitmq-adapter.fuzz.test.ts test/integration/otel/rabbitmq-otel.test.ts"
   [ioredis]="test/integration/redis test/model/redis-claimer.model.test.ts test/model/concurrent-claims.model.test.ts"
   [kafkajs]="test/integration/kafka test/fuzz/kafka-adapter.fuzz.test.ts test/integration/otel/kafka-otel.test.ts"
   [@opentelemetry/api]="test/unit/otel test/integration/otel"
@@ -30,7 +31,7 @@ declare -A INSTALL_FLAGS=(
 )
 
 peers=("$@")
-[ "${#peers[@]}" -gt 0 ] || peers=(ioredis kafkajs @opentelemetry/api)
+[ "${#peers[@]}" -gt 0 ] || peers=(amqplib ioredis kafkajs @opentelemetry/api)
 
 # "<lowest> <highest>" of the published, non-prerelease versions matching the peer's range.
 range_ends() {
