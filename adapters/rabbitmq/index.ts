@@ -52,3 +52,4 @@ export {
   StaleDeliveryError,
   ConsumerCancelledError,
 } from './errors';
+export { BrokerConnectionError, type ConnectFailureReason, type AmqpEndpoint, amqpEndpoint, connectFailureReason, isPermanentConnectFailure } from './connection-error';
