@@ -36,6 +36,7 @@ export type {
   GroupAssignment,
   GroupConsumer,
   GroupConsumerConfig,
+  GroupDescription,
   KafkaClient,
   KafkaHeaders,
   KafkaHeaderValue,

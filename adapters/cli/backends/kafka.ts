@@ -34,7 +34,7 @@ import {
   replayRecord,
 } from '../../kafka';
 import { IDEMPOTENCY_KEY_HEADER } from '../../../src';
-import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
+import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayOpenContext } from '../replay-backend';
 
 /** Environment variable with the default broker list of the Kafka backend. */
 export const KAFKA_BROKERS_ENV = 'TWOPHASE_KAFKA_BROKERS';
@@ -65,6 +65,11 @@ interface KafkaItem extends ReplayItem {
 }
 
 type Mark = 'taken' | 'removed' | 'left';
+
+/** Session timeout of the replay tool's group member, ms: how long a killed run blocks the next join. */
+const REPLAY_SESSION_TIMEOUT_MS = 30_000;
+/** A join slower than this gets a notice, ms. */
+const JOIN_NOTICE_AFTER_MS = 3000;
 
 /** Replayed records between two commits of the replay group's offsets. */
 const COMMIT_EVERY = 100;
@@ -116,8 +121,9 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
     }
   }
 
-  async open(source: string): Promise<{ available: number }> {
+  async open(source: string, context?: ReplayOpenContext): Promise<{ available: number }> {
     if (this.refused) throw this.refused;
+    const notice = context?.notice ?? (() => undefined);
     this.source = source;
     const groupId = this.options.groupId ?? `twophase-dlq-replay.${source}`;
     this.admin = this.client.admin();
@@ -135,13 +141,39 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
       if (BigInt(high) > start) available += BigInt(high) - start;
     }
     if (available === 0n) return { available: 0 };
+    const group = await this.admin.describeGroup?.(groupId).catch(() => undefined);
+    if (group && group.members.length > 0) {
+      const hosts = [...new Set(group.members.map((m) => `${m.clientId}@${m.clientHost.replace(/^\//, '')}`))].join(', ');
+      notice({
+        level: 'warn',
+        text:
+          `consumer group "${groupId}" still has ${group.members.length} member(s) (${hosts}; state ${group.state}): another replay of "${source}" is running, ` +
+          `or an earlier one was killed. The broker drops a dead member only after its session timeout (${REPLAY_SESSION_TIMEOUT_MS / 1000} s for replay runs), so joining may wait that long`,
+      });
+    }
     this.producer = this.client.producer({ allowAutoTopicCreation: false });
     await this.producer.connect();
-    const consumer = this.client.consumer({ groupId, sessionTimeout: 30_000, heartbeatInterval: 3000, maxWaitTimeInMs: 200 });
+    const consumer = this.client.consumer({ groupId, sessionTimeout: REPLAY_SESSION_TIMEOUT_MS, heartbeatInterval: 3000, maxWaitTimeInMs: 200 });
     this.consumer = consumer;
     await consumer.connect();
     await consumer.subscribe({ topics: [source], fromBeginning: true });
-    await consumer.run(async (batch) => this.onBatch(batch));
+    const joinStarted = Date.now();
+    // Joining waits for every current member to rejoin or time out; say so when it takes long.
+    const slow = setTimeout(() => {
+      notice({
+        level: 'warn',
+        text:
+          `still joining consumer group "${groupId}" after ${JOIN_NOTICE_AFTER_MS / 1000} s: the broker waits for its current members to rejoin or to pass ` +
+          `their session timeout (up to ${REPLAY_SESSION_TIMEOUT_MS / 1000} s after a killed replay run)`,
+      });
+    }, JOIN_NOTICE_AFTER_MS);
+    try {
+      await consumer.run(async (batch) => this.onBatch(batch));
+    } finally {
+      clearTimeout(slow);
+    }
+    const joinMs = Date.now() - joinStarted;
+    if (joinMs >= JOIN_NOTICE_AFTER_MS) notice({ level: 'info', text: `joined consumer group "${groupId}" after ${(joinMs / 1000).toFixed(1)} s` });
     return { available: Number(available) };
   }
 
