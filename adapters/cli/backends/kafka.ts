@@ -107,6 +107,8 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   private topics: Set<string> | undefined;
   private paused = false;
   private closed = false;
+  private notice: ReplayOpenContext['notice'] = () => undefined;
+  private checkedFirst = false;
   private removedSinceCommit = 0;
   private readonly refused: Error | undefined;
 
@@ -124,6 +126,7 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   async open(source: string, context?: ReplayOpenContext): Promise<{ available: number }> {
     if (this.refused) throw this.refused;
     const notice = context?.notice ?? (() => undefined);
+    this.notice = notice;
     this.source = source;
     const groupId = this.options.groupId ?? `twophase-dlq-replay.${source}`;
     this.admin = this.client.admin();
@@ -267,6 +270,15 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
 
   private toItem(partition: number, record: KafkaRecord): KafkaItem {
     const headers = record.headers;
+    if (!this.checkedFirst) {
+      this.checkedFirst = true;
+      if (readHeader(headers, HEADERS.reason) === undefined && readHeader(headers, HEADERS.originalTopic) === undefined) {
+        this.notice({
+          level: 'warn',
+          text: `the first record of "${this.source}" carries no dead-letter headers (${HEADERS.reason}, ${HEADERS.originalTopic}): "${this.source}" does not look like a dead-letter topic`,
+        });
+      }
+    }
     const target = this.options.toTopic ?? readHeader(headers, HEADERS.originalTopic);
     return {
       partition,

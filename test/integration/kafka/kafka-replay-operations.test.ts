@@ -60,4 +60,20 @@ describeWithServices(['kafka'], 'twophase dlq replay on Kafka after a killed run
     expect(text).toMatch(/note: joined consumer group ".*" after \d+\.\d s/);
     expect(out.join('')).toMatch(/^1 replayed/);
   }, 90_000);
+
+  test('a dry run shows each record\'s error text; a topic that is not a dead-letter topic gets a warning', async () => {
+    const topic = await topics.create('replay-dry', 1);
+    const producer = kafka.producer();
+    await producer.connect();
+    await producer.send({ topic: `${topic}.dlq`, messages: [{ key: 'k', value: '{}', headers: { [HEADERS.originalTopic]: topic, 'idempotency-key': 'dry-1', [HEADERS.reason]: 'permanent_error', [HEADERS.errorMessage]: 'bug: currency missing' } }] });
+    await producer.send({ topic, messages: [{ key: 'k', value: '{}' }] });
+    await producer.disconnect();
+    const dlqRun = { out: [] as string[], err: [] as string[] };
+    expect(await runCli(['dlq', 'replay', `${topic}.dlq`, '--broker', 'kafka', '--url', BROKERS.join(','), '--dry-run'], { io: { stdout: (t) => dlqRun.out.push(t), stderr: (t) => dlqRun.err.push(t) }, env: {} })).toBe(EXIT.ok);
+    expect(dlqRun.err.join('')).toMatch(/would replay dry-1 \(permanent_error\) → topic ".*" — error: bug: currency missing/);
+    expect(dlqRun.err.join('')).not.toMatch(/warning/);
+    const plainRun = { out: [] as string[], err: [] as string[] };
+    expect(await runCli(['dlq', 'replay', topic, '--broker', 'kafka', '--url', BROKERS.join(','), '--dry-run'], { io: { stdout: (t) => plainRun.out.push(t), stderr: (t) => plainRun.err.push(t) }, env: {} })).toBe(EXIT.ok);
+    expect(plainRun.err.join('')).toMatch(new RegExp(`warning: the first record of "${topic}" carries no dead-letter headers \\(twophase-reason, twophase-original-topic\\): "${topic}" does not look like a dead-letter topic`));
+  }, 60_000);
 });
