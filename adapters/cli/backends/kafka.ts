@@ -109,6 +109,7 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   private closed = false;
   private notice: ReplayOpenContext['notice'] = () => undefined;
   private checkedFirst = false;
+  private committing: Promise<void> = Promise.resolve();
   private removedSinceCommit = 0;
   private readonly refused: Error | undefined;
 
@@ -299,7 +300,17 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   }
 
   /** Commits, per partition, the offset of the first record not removed (or past the last removed one). */
-  private async commit(): Promise<void> {
+  /**
+   * Commits one at a time: the replay loop may remove records while an earlier commit is still
+   * in flight, and a later commit must not land before (and be overwritten by) an earlier one.
+   */
+  private commit(): Promise<void> {
+    const next = this.committing.then(() => this.commitNow());
+    this.committing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async commitNow(): Promise<void> {
     const controls = this.controls;
     if (!controls) return;
     const offsets: Array<{ topic: string; partition: number; offset: string }> = [];
