@@ -454,7 +454,8 @@ export class RabbitMqSource implements MessageSource {
     if (!this.mayConsumeOn(generation)) return;
     try {
       if (this.topologyFresh) this.topologyFresh = false;
-      else await applyTopology(() => this.openTopologyChannel(), this.plan);
+      // The first start() declared it (and would have cleaned up); a re-declare needs no look-ups.
+      else await applyTopology(() => this.openTopologyChannel(), this.plan, { removeCreatedOnFailure: false });
       if (!this.mayConsumeOn(generation)) return;
       const { consumerTag } = await generation.channel.consume(this.options.queue, (message) => this.onMessage(generation, message), { noAck: false });
       if (!this.mayConsumeOn(generation)) {

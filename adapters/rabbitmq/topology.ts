@@ -100,14 +100,16 @@ export function planTopology(o: ResolvedSourceOptions): TopologyPlan {
  * queue is first checked against the plan (passively, then with its arguments on a throwaway
  * channel), so a queue without a dead-letter exchange is refused before anything is declared;
  * every other entity is looked up before it is declared, and those that did not exist are
- * deleted again (queues only while empty) when a later step fails.
+ * deleted again (queues only while empty) when a later step fails. `removeCreatedOnFailure:
+ * false` (re-declaring after a reconnect, when the topology was in place) skips those look-ups.
  *
  * @throws ConfigurationError when an entity is missing (`check`), exists with other arguments
  *   (broker 406 `inequivalent arg`), in particular a work queue without a dead-letter exchange,
  *   or access is refused
  * @throws BrokerUnavailableError when the connection fails meanwhile (retriable)
  */
-export async function applyTopology(openChannel: () => Promise<Channel>, plan: TopologyPlan): Promise<void> {
+export async function applyTopology(openChannel: () => Promise<Channel>, plan: TopologyPlan, options: { readonly removeCreatedOnFailure?: boolean } = {}): Promise<void> {
+  const tracking = options.removeCreatedOnFailure ?? true;
   const open = async (): Promise<Channel> => {
     try {
       const opened = await openChannel();
@@ -137,7 +139,7 @@ export async function applyTopology(openChannel: () => Promise<Channel>, plan: T
     );
   const created: { kind: 'queue' | 'exchange'; name: string }[] = [];
   let step = '';
-  if (plan.mode === 'declare') {
+  if (plan.mode === 'declare' && tracking) {
     try {
       step = `queue "${plan.workQueue.name}"`;
       if (await exists('queue', plan.workQueue.name)) {
@@ -151,7 +153,7 @@ export async function applyTopology(openChannel: () => Promise<Channel>, plan: T
   /** Declares an entity, remembering it when this call created it. */
   const declare = async (kind: 'queue' | 'exchange', name: string, declaration: () => Promise<unknown>): Promise<void> => {
     const builtIn = kind === 'exchange' && (name === '' || name.startsWith('amq.'));
-    const isNew = !builtIn && !(await exists(kind, name));
+    const isNew = tracking && !builtIn && !(await exists(kind, name));
     await declaration();
     if (isNew) created.push({ kind, name });
   };
