@@ -87,7 +87,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
       const { io, err } = capture();
       expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL], { io })).toBe(EXIT.failed);
       expect(err.join('')).toMatch(/FAILED m-\d.*nacked by the broker: queue ".*" \(default exchange\) refused the message \(queue full/);
-      expect(err.join('')).toMatch(/Stopped; re-run once the queue has room/);
+      expect(err.join('')).toMatch(/reject-publish-dlx\); the broker dead-lettered the refused copy back to ".*", so the original was removed and one copy remains there\. Stopped; re-run once the queue has room/);
       // Give a stray dead-lettered copy time to arrive, then count.
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(await h.admin.messageCount(dlq)).toBe(3);
