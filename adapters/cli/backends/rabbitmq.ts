@@ -247,7 +247,8 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
         this.options.publishTimeoutMs ?? 10_000,
       );
     } catch (error) {
-      if (error instanceof Error && error.message === 'message nacked') throw await this.refused(item, route, id);
+      // amqplib rejects a nacked publish with "message nacked" (0.10); match loosely across versions.
+      if (error instanceof Error && /\bnack/i.test(error.message)) throw await this.refused(item, route, id);
       throw error;
     } finally {
       // A basic.return comes before the confirm of its publish.
