@@ -2,7 +2,7 @@
  * The benchmark report (`npm run bench`): one run, side by side, of
  *
  * 1. throughput: the adapters' own benchmarks (bench/core/pipeline.ts, bench/redis/claim-commit.ts,
- *    bench/rabbitmq/run.ts, bench/kafka/consume.ts), each in a child process, one after another,
+ *    bench/rabbitmq/run.ts, bench/rabbitmq/replay.ts (`twophase dlq replay`), bench/kafka/consume.ts), each in a child process, one after another,
  *    with the sizes below, their JSON written to bench/results/*.report.tmp.json;
  * 2. added latency: for each broker (in-process, RabbitMQ, Kafka) × claimer (none = the raw
  *    client, InMemoryClaimer, RedisClaimer), messages published at a steady rate well under
@@ -109,6 +109,11 @@ async function throughput(args: Args, available: Record<Broker, boolean>): Promi
     const at = (v: string) => r.results.find((x) => x.prefetch === 100 && x.variant === v)?.medianMsgsPerSec;
     table.rabbitmq = { none: at('raw'), memory: at('memory'), redis: at('redis') };
     raw.rabbitmq = r;
+    step('throughput: RabbitMQ DLQ replay (bench/rabbitmq/replay.ts, `twophase dlq replay`)');
+    await runBench('rabbitmq/replay.ts', [], { BENCH_MESSAGES: q ? '2000' : '10000', BENCH_RUNS: '3', BENCH_OUT: tmp('replay') });
+    const replay = readJson(tmp('replay')) as { medianMsgsPerSec: number; medianCpuMicrosPerMessage: number };
+    raw.replay = replay;
+    step(`DLQ replay: ${replay.medianMsgsPerSec} msg/s (${replay.medianCpuMicrosPerMessage} µs CPU/msg in the tool)`);
   }
   if (available.kafka) {
     step('throughput: Kafka (bench/kafka/consume.ts)');

@@ -8,7 +8,7 @@ import { runCli } from './program';
 const controller = new AbortController();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    process.stderr.write(`${signal}: stopping after the message in progress\n`);
+    process.stderr.write(`${signal}: stopping after the messages in progress (republishes already sent wait for their confirms)\n`);
     controller.abort();
   });
 }

@@ -3,9 +3,10 @@
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
-import { replayDeadLetters } from './replay';
+import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './replay';
 import type { ReplayBackendFactory } from './replay-backend';
 import { type CliIo, humanReporter, jsonReporter } from './reporters';
+import { packageVersion } from './version';
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -46,6 +47,7 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
   let exitCode: number = EXIT.ok;
   const program = new Command('twophase')
     .description('twophase: effect-once message consumers; operational tools')
+    .version(packageVersion(), '-V, --version', 'print the twophase version')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
   const dlq = program.command('dlq').description('dead-letter queue tools').exitOverride();
@@ -59,13 +61,14 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
     .option('--broker <name>', `broker backend (${Object.keys(backends).join(', ')})`, 'rabbitmq')
     .option('--url <url>', `broker URL (default: $${AMQP_URL_ENV} or amqp://guest:guest@127.0.0.1:5672)`)
     .option('--limit <n>', 'replay at most n messages', parseLimit)
-    .option('--dry-run', 'list what would be replayed, change nothing', false)
+    .option('--dry-run', 'list what would be replayed with each message\'s recorded error text, change nothing', false)
+    .option('--window <n>', `republishes awaiting their broker confirm at once, 1-${MAX_REPLAY_WINDOW} (default ${DEFAULT_REPLAY_WINDOW})`, parseWindow)
     .option('--json', 'print one JSON object per line on stdout instead of progress text', false)
     .option('--to-exchange <exchange>', 'send to this exchange instead of the original one')
     .option('--to-routing-key <key>', 'routing key to use with --to-exchange (default: the original)')
     .option('--to-queue <queue>', 'send straight to this queue (default exchange) instead of the original route')
     .exitOverride()
-    .action(async (source: string, opts: { broker: string; url?: string; limit?: number; dryRun: boolean; json: boolean; toExchange?: string; toRoutingKey?: string; toQueue?: string }) => {
+    .action(async (source: string, opts: { broker: string; url?: string; limit?: number; window?: number; dryRun: boolean; json: boolean; toExchange?: string; toRoutingKey?: string; toQueue?: string }) => {
       const factory = backends[opts.broker];
       if (!factory) {
         io.stderr(`error: unknown --broker "${opts.broker}" (known: ${Object.keys(backends).join(', ')})\n`);
@@ -85,7 +88,7 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
       const backend = factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue });
       const report = opts.json ? jsonReporter(io) : humanReporter(io);
       try {
-        await replayDeadLetters(backend, { source, limit: opts.limit, dryRun: opts.dryRun, signal: context.signal }, report);
+        await replayDeadLetters(backend, { source, limit: opts.limit, window: opts.window, dryRun: opts.dryRun, signal: context.signal }, report);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         if (opts.json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
@@ -103,6 +106,12 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
     throw error;
   }
   return exitCode;
+}
+
+function parseWindow(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_REPLAY_WINDOW) throw new InvalidArgumentError(`must be an integer in [1, ${MAX_REPLAY_WINDOW}]`);
+  return n;
 }
 
 function parseLimit(value: string): number {

@@ -35,12 +35,33 @@ export interface ReplayItem {
   readonly destination?: ReplayDestination;
 }
 
-/** A per-message problem: the loop records it, leaves the message in place and goes on. */
+/**
+ * A per-message problem: the loop leaves the message in place and records it, as `skipped` (and
+ * goes on), or as `failed` when `stopsRun` is set (the destination refuses messages for now, so
+ * the next ones would fare alike: the run stops, as after any other error).
+ */
 export class ReplayItemError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** True when the run should stop after this message (for example the destination queue is full). */
+  readonly stopsRun: boolean;
+  constructor(message: string, options?: { cause?: unknown; stopsRun?: boolean }) {
     super(message, options);
     this.name = 'ReplayItemError';
+    this.stopsRun = options?.stopsRun ?? false;
   }
+}
+
+/** Something the user should know that is not about one message (shown as a warning line). */
+export interface ReplayNotice {
+  readonly level: 'info' | 'warn';
+  readonly text: string;
+}
+
+/** What `open` may use while it runs. */
+export interface ReplayOpenContext {
+  /** Reports a notice at once (for example while waiting on the broker). */
+  readonly notice: (notice: ReplayNotice) => void;
+  /** The run examines at most this many messages (a backend may take fewer ahead). */
+  readonly limit?: number;
 }
 
 /** A broker's side of the replay. */
@@ -53,7 +74,7 @@ export interface ReplayBackend<TItem extends ReplayItem = ReplayItem> {
    * during the run (and come back) are not replayed twice in one run.
    * @throws Error when the broker is unreachable or the source does not exist
    */
-  open(source: string): Promise<{ readonly available: number }>;
+  open(source: string, context?: ReplayOpenContext): Promise<{ readonly available: number }>;
   /**
    * Takes the next message without removing it. Undefined when the source is empty.
    * A message taken and not yet removed must return to the source if the process dies.
@@ -61,7 +82,9 @@ export interface ReplayBackend<TItem extends ReplayItem = ReplayItem> {
   next(): Promise<TItem | undefined>;
   /**
    * Publishes a copy to the item's original destination and resolves once the broker confirmed it.
-   * @throws ReplayItemError when this message cannot be replayed (no route, unroutable)
+   * The loop may call it again before an earlier call resolved (up to its `window`); each call
+   * settles on its own message's confirm.
+   * @throws ReplayItemError when this message cannot be replayed (no route, unroutable, refused)
    * @throws Error for anything else (the loop stops)
    */
   republish(item: TItem): Promise<ReplayDestination>;

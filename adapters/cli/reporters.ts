@@ -26,6 +26,7 @@ export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
           keyError: item.keyError,
           reason: item.reason,
           attempts: item.attempts,
+          errorMessage: item.errorMessage,
           destination: destination?.description,
           error: event.error,
         })}\n`,
@@ -43,20 +44,48 @@ function shorten(label: string): string {
   return label.length <= MAX_LABEL_CHARS ? label : `${label.slice(0, MAX_LABEL_CHARS)}… (${label.length} characters)`;
 }
 
-/** Progress lines on stderr (keys over 80 characters shortened), a summary line on stdout. */
+/** The dead-letter error text of a message, on one line (newlines folded), or a note that there is none. */
+function errorText(text: string | undefined): string {
+  if (text === undefined) return ' — no error text recorded';
+  return ` — error: ${text.replace(/\s*\n\s*/g, ' ⏎ ')}`;
+}
+
+/** Above this many planned messages, replayed ones get no line of their own (progress lines instead). */
+export const MAX_MESSAGE_LINES = 1000;
+
+/**
+ * Progress on stderr, a summary line on stdout. One line per message (keys over 80 characters
+ * shortened; a dry run adds the recorded error text), except that in a run of more than 1000
+ * messages replayed ones are counted in a progress line every 2 s instead (skipped and failed
+ * ones keep their lines). Notices (warnings) as `warning: …`.
+ */
 export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
+  let quiet = false;
   return (event) => {
     switch (event.type) {
       case 'start':
-        io.stderr(`${event.dryRun ? 'dry run: ' : ''}${event.available} message(s) in "${event.source}", examining ${event.planned}\n`);
+        quiet = !event.dryRun && event.planned > MAX_MESSAGE_LINES;
+        io.stderr(
+          `${event.dryRun ? 'dry run: ' : ''}${event.available} message(s) in "${event.source}", examining ${event.planned}${quiet ? ' (progress every 2 s; skipped and failed messages listed)' : ''}\n`,
+        );
         return;
+      case 'notice':
+        io.stderr(`${event.notice.level === 'warn' ? 'warning' : 'note'}: ${event.notice.text}\n`);
+        return;
+      case 'progress': {
+        const percent = event.planned > 0 ? Math.floor((event.examined / event.planned) * 100) : 100;
+        io.stderr(`progress: ${event.examined}/${event.planned} examined (${percent}%), ${event.replayed} replayed, ${event.skipped} skipped, ${event.ratePerSec} msg/s\n`);
+        return;
+      }
       case 'message': {
+        if (quiet && event.outcome === 'replayed') return;
         const who = shorten(event.item.key ?? event.item.messageId ?? '(no id)') + (event.item.keyError ? ` [${shorten(event.item.keyError)}]` : '');
         const why = event.item.reason ? ` (${event.item.reason}${event.item.attempts !== undefined ? `, ${event.item.attempts} attempt(s)` : ''})` : '';
         const verb = { replayed: 'replayed', would_replay: 'would replay', skipped: 'skipped', failed: 'FAILED' }[event.outcome];
         const where = event.destination ? ` → ${event.destination.description}` : '';
         const error = event.error ? `: ${event.error}` : '';
-        io.stderr(`[${event.index}/${event.planned}] ${verb} ${who}${why}${where}${error}\n`);
+        const recorded = event.outcome === 'would_replay' || (event.outcome === 'skipped' && event.item.errorMessage !== undefined) ? errorText(event.item.errorMessage) : '';
+        io.stderr(`[${event.index}/${event.planned}] ${verb} ${who}${why}${where}${error}${recorded}\n`);
         return;
       }
       case 'done': {

@@ -167,6 +167,15 @@ export interface ClusterAdmin {
   watermarks(topic: string): Promise<Array<{ readonly partition: number; readonly low: string; readonly high: string }>>;
   /** The group's committed offsets of `topic` per partition (-1 when none). */
   committedOffsets(groupId: string, topic: string): Promise<Array<{ readonly partition: number; readonly offset: string }>>;
+  /** The group's state and members (DescribeGroups). Optional: used for operator messages only. */
+  describeGroup?(groupId: string): Promise<GroupDescription>;
+}
+
+/** A consumer group as DescribeGroups reports it. */
+export interface GroupDescription {
+  /** `Empty`, `Stable`, `PreparingRebalance`, `CompletingRebalance` or `Dead`. */
+  readonly state: string;
+  readonly members: ReadonlyArray<{ readonly memberId: string; readonly clientId: string; readonly clientHost: string }>;
 }
 
 /** A client: makes consumers, producers and admins. */

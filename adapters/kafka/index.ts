@@ -30,12 +30,14 @@ export { KeyedProducer, withIdempotencyKey, type KeyedMessage } from './producer
 export { HEADERS, deadLetterRecord, messageIdOf, readCount, readHeader, replayRecord, type RecordOrigin, type ReplayPlan } from './headers';
 export { DeadLetterError, KafkaAdapterError, PartitionRevokedError, type KafkaErrorCode } from './errors';
 export { kafkajsClient } from './kafkajs-client';
+export { kafkajsLogCreator, type KafkajsLogLevel } from './kafkajs-log';
 export type {
   ClusterAdmin,
   FetchedBatch,
   GroupAssignment,
   GroupConsumer,
   GroupConsumerConfig,
+  GroupDescription,
   KafkaClient,
   KafkaHeaders,
   KafkaHeaderValue,

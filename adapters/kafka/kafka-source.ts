@@ -205,7 +205,9 @@ export class KafkaSource implements MessageSource {
    * Called by `ConsumerBase.start()`. The consumer's `leaseTtlMs` caps `preclaimMaxAgeMs` at a
    * third of it; with `heartbeatWhileProcessing` off, a handler timeout above `sessionTimeout`
    * (or none) is warned about.
-   * @throws ConfigurationError when a dead-letter topic is missing and `deadLetterTopicCheck` is `exists`, or when called twice
+   * @throws ConfigurationError when a source topic is missing (unless `deadLetterTopicCheck` is
+   *   `none`; nothing is created then), when a dead-letter topic is missing and
+   *   `deadLetterTopicCheck` is `exists`, or when called twice
    * @throws the client's error when the broker cannot be reached
    * @throws ShutdownError when `close()` was called before it finished (everything it connected is disconnected)
    */
@@ -561,6 +563,15 @@ export class KafkaSource implements MessageSource {
     await admin.connect();
     try {
       const existing = new Set(await admin.listTopics());
+      // A missing source topic: subscribing would fail later with a protocol error naming no
+      // topic, and 'create' would make a dead-letter topic for a topic that is not there.
+      const absent = this.options.topics.filter((topic) => !existing.has(topic));
+      if (absent.length > 0) {
+        throw new ConfigurationError(
+          `source topic(s) missing: ${absent.map((t) => `"${t}"`).join(', ')}; create them first (for example kafka-topics.sh --create --topic ${absent[0]} ` +
+            "--partitions <n>). deadLetterTopicCheck: 'create' creates dead-letter topics only, never source topics",
+        );
+      }
       const wanted = this.options.topics.map((topic) => ({ topic, dlq: this.options.deadLetterTopic(topic) }));
       const missing = wanted.filter((w) => !existing.has(w.dlq));
       if (missing.length === 0) return;
@@ -570,8 +581,8 @@ export class KafkaSource implements MessageSource {
             "create them, or set deadLetterTopicCheck: 'create' (or 'none' to skip this check)",
         );
       }
-      const sources = missing.map((m) => m.topic).filter((t) => existing.has(t));
-      const counts = sources.length > 0 ? await admin.partitionCounts(sources) : {};
+      const sources = missing.map((m) => m.topic);
+      const counts = await admin.partitionCounts(sources);
       await admin.createTopics(missing.map((m) => ({ topic: m.dlq, numPartitions: counts[m.topic] ?? 1 })));
       this.logger.info({ topics: missing.map((m) => m.dlq) }, 'twophase/kafka: created dead-letter topics');
     } finally {

@@ -16,6 +16,7 @@
 import type { Admin, Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import type {
   ClusterAdmin,
+  GroupDescription,
   FetchedBatch,
   GroupConsumer,
   KafkaClient,
@@ -176,5 +177,11 @@ class KafkaJsAdmin implements ClusterAdmin {
   async committedOffsets(groupId: string, topic: string): Promise<Array<{ partition: number; offset: string }>> {
     const [entry] = await this.admin.fetchOffsets({ groupId, topics: [topic] });
     return (entry?.partitions ?? []).map((p) => ({ partition: p.partition, offset: p.offset })).sort((a, b) => a.partition - b.partition);
+  }
+
+  async describeGroup(groupId: string): Promise<GroupDescription> {
+    const { groups } = await this.admin.describeGroups([groupId]);
+    const group = groups.find((g) => g.groupId === groupId);
+    return { state: group?.state ?? 'Dead', members: (group?.members ?? []).map((m) => ({ memberId: m.memberId, clientId: m.clientId, clientHost: m.clientHost })) };
   }
 }

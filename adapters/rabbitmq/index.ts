@@ -54,3 +54,4 @@ export {
   StaleDeliveryError,
   ConsumerCancelledError,
 } from './errors';
+export { BrokerConnectionError, type ConnectFailureReason, type AmqpEndpoint, amqpEndpoint, connectFailureReason, isPermanentConnectFailure } from './connection-error';

@@ -20,6 +20,7 @@ import {
 import { ChannelGeneration } from './channel-generation';
 import { SupervisedChannel } from './channel-supervisor';
 import { ConfirmPublisher } from './confirm-publisher';
+import { BrokerConnectionError, connectFailureReason, isPermanentConnectFailure } from './connection-error';
 import { BrokerUnavailableError, ConsumerCancelledError, type StaleDeliveryError } from './errors';
 import type { RabbitMqSourceEventName, RabbitMqSourceEvents, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
 import { DELIVERY_COUNT_HEADER, HEADERS, priorAttempts, readCount } from './headers';
@@ -82,6 +83,12 @@ export class RabbitMqSource implements MessageSource {
   private shuttingDown: Promise<void> | undefined;
   private failure: Error | undefined;
   private resubscribeTimer: NodeJS.Timeout | undefined;
+  /** Failed connect attempts in a row, per connection role (reset on connect); drives the backoff. */
+  private readonly connectFailures = { consume: 0, publish: 0 };
+  /** The newest connect error and the URL it came from, for the error start() ends with. */
+  private lastConnectFailure: { error: Error; url: string } | undefined;
+  /** Rejects start()'s connect wait at once on a failure retrying cannot fix (credentials, vhost). */
+  private failConnect: ((error: Error) => void) | undefined;
   private firstSubscription: { resolve: () => void; reject: (error: Error) => void } | undefined;
   private batch: { delivery: Delivery; settler: DeliverySettler }[] = [];
   private batchScheduled = false;
@@ -204,13 +211,24 @@ export class RabbitMqSource implements MessageSource {
     });
     closed.catch(() => undefined);
     const untilClosed = <T>(step: Promise<T>): Promise<T> => Promise.race([step, closed]);
+    const permanent = new Promise<never>((_, reject) => {
+      this.failConnect = reject;
+    });
+    permanent.catch(() => undefined);
+    const connectStarted = Date.now();
     try {
       try {
         // Not amqp-connection-manager's own connect timeout: close() would not cancel its timer.
-        await withDeadline(untilClosed(Promise.all([manager.connect(), publishManager.connect()])), o.connectTimeoutMs, 'connecting to RabbitMQ');
+        await withDeadline(untilClosed(Promise.race([Promise.all([manager.connect(), publishManager.connect()]), permanent])), o.connectTimeoutMs, 'connecting to RabbitMQ');
       } catch (error) {
         if (error instanceof ShutdownError) throw error;
-        throw new BrokerUnavailableError(`could not connect to RabbitMQ within ${o.connectTimeoutMs} ms: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+        const last = this.lastConnectFailure;
+        const attempts = Math.max(this.connectFailures.consume, this.connectFailures.publish);
+        if (last) throw new BrokerConnectionError(last.url, last.error, { attempts, elapsedMs: Date.now() - connectStarted });
+        if (error instanceof TimeoutError) throw new BrokerUnavailableError(`could not connect to RabbitMQ at ${redact(o.urls[0])} within ${o.connectTimeoutMs} ms`, { cause: error });
+        throw new BrokerConnectionError(o.urls[0]!, error, { attempts: Math.max(1, attempts), elapsedMs: Date.now() - connectStarted });
+      } finally {
+        this.failConnect = undefined;
       }
       await untilClosed(applyTopology(() => this.openTopologyChannel(), this.plan));
       this.topologyFresh = true;
@@ -350,6 +368,8 @@ export class RabbitMqSource implements MessageSource {
 
   private watchConnection(manager: AmqpConnectionManager, role: 'consume' | 'publish'): void {
     manager.on('connect', ({ url }: { url: unknown }) => {
+      this.connectFailures[role] = 0;
+      manager.reconnectTimeInSeconds = this.options.reconnectDelayMs / 1000;
       if (role === 'publish') return;
       const reconnect = this.connects++ > 0;
       if (reconnect) this.counters.reconnects++;
@@ -362,8 +382,26 @@ export class RabbitMqSource implements MessageSource {
       if (this.stateValue === 'consuming' || this.stateValue === 'cancelled') this.stateValue = 'recovering';
       this.emit('disconnected', { error: err });
     });
-    manager.on('connectFailed', ({ err }: { err: Error }) => {
-      if (!this.closing) this.logger.warn({ err, queue: this.options.queue, connection: role }, 'RabbitMQ connect failed; retrying');
+    manager.on('connectFailed', ({ err, url }: { err: Error; url: unknown }) => {
+      if (this.closing) return;
+      const o = this.options;
+      const failures = ++this.connectFailures[role];
+      const from = typeof url === 'string' ? url : (url as { url?: unknown } | undefined)?.url;
+      this.lastConnectFailure = { error: err, url: typeof from === 'string' ? from : o.urls[0]! };
+      const reason = connectFailureReason(err);
+      if (this.stateValue === 'starting' && isPermanentConnectFailure(reason)) {
+        this.failConnect?.(err);
+        return;
+      }
+      // Exponential backoff: reconnectDelayMs, doubling after each failure in a row, at most
+      // 16 × reconnectDelayMs and 30 s (amqp-connection-manager waits reconnectTimeInSeconds).
+      const delayMs = Math.min(o.reconnectDelayMs * 2 ** Math.min(failures, 4), Math.max(o.reconnectDelayMs, 30_000));
+      manager.reconnectTimeInSeconds = delayMs / 1000;
+      // Few lines: the 1st, 2nd, 4th, 8th … failure in a row, and during start() only for the
+      // consuming connection (the publishing one fails alike).
+      if ((failures & (failures - 1)) !== 0 || (this.stateValue === 'starting' && role === 'publish')) return;
+      const error = new BrokerConnectionError(this.lastConnectFailure.url, err, { attempts: failures });
+      this.logger.warn({ err, queue: o.queue, connection: role, attempts: failures, reason, nextAttemptInMs: delayMs }, `${error.message}; retrying with backoff`);
     });
     manager.on('blocked', ({ reason }: { reason: string }) => {
       this.logger.warn({ reason, queue: this.options.queue, connection: role }, 'RabbitMQ blocked the connection (resource alarm): republishes wait');
@@ -417,7 +455,8 @@ export class RabbitMqSource implements MessageSource {
     if (!this.mayConsumeOn(generation)) return;
     try {
       if (this.topologyFresh) this.topologyFresh = false;
-      else await applyTopology(() => this.openTopologyChannel(), this.plan);
+      // The first start() declared it (and would have cleaned up); a re-declare needs no look-ups.
+      else await applyTopology(() => this.openTopologyChannel(), this.plan, { removeCreatedOnFailure: false });
       if (!this.mayConsumeOn(generation)) return;
       const { consumerTag } = await generation.channel.consume(this.options.queue, (message) => this.onMessage(generation, message), { noAck: false });
       if (!this.mayConsumeOn(generation)) {

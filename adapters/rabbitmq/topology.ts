@@ -96,37 +96,84 @@ export function planTopology(o: ResolvedSourceOptions): TopologyPlan {
  * `openChannel`, which is closed afterwards. A failed declare or check closes the channel on the
  * broker side, which is why the source never runs this on its consuming channel.
  *
+ * In `declare` mode a failure leaves nothing behind that this call created: an existing work
+ * queue is first checked against the plan (passively, then with its arguments on a throwaway
+ * channel), so a queue without a dead-letter exchange is refused before anything is declared;
+ * every other entity is looked up before it is declared, and those that did not exist are
+ * deleted again (queues only while empty) when a later step fails. `removeCreatedOnFailure:
+ * false` (re-declaring after a reconnect, when the topology was in place) skips those look-ups.
+ *
  * @throws ConfigurationError when an entity is missing (`check`), exists with other arguments
  *   (broker 406 `inequivalent arg`), in particular a work queue without a dead-letter exchange,
  *   or access is refused
  * @throws BrokerUnavailableError when the connection fails meanwhile (retriable)
  */
-export async function applyTopology(openChannel: () => Promise<Channel>, plan: TopologyPlan): Promise<void> {
-  let channel: Channel;
-  try {
-    channel = await openChannel();
-  } catch (error) {
-    throw new BrokerUnavailableError('could not open a channel to declare the topology', { cause: error });
-  }
-  channel.on('error', () => undefined); // the rejection of the failed operation reports it
+export async function applyTopology(openChannel: () => Promise<Channel>, plan: TopologyPlan, options: { readonly removeCreatedOnFailure?: boolean } = {}): Promise<void> {
+  const tracking = options.removeCreatedOnFailure ?? true;
+  const open = async (): Promise<Channel> => {
+    try {
+      const opened = await openChannel();
+      opened.on('error', () => undefined); // the rejection of the failed operation reports it
+      return opened;
+    } catch (error) {
+      throw new BrokerUnavailableError('could not open a channel to declare the topology', { cause: error });
+    }
+  };
+  /** Runs one operation on a throwaway channel (a failed one closes its channel). */
+  const probe = async <T>(operation: (channel: Channel) => Promise<T>): Promise<T> => {
+    const channel = await open();
+    try {
+      return await operation(channel);
+    } finally {
+      await channel.close().catch(() => undefined);
+    }
+  };
+  /** True when the entity exists; false on 404. */
+  const exists = (kind: 'queue' | 'exchange', name: string): Promise<boolean> =>
+    probe((channel) => (kind === 'queue' ? channel.checkQueue(name) : channel.checkExchange(name))).then(
+      () => true,
+      (error: unknown) => {
+        if ((error as { code?: unknown })?.code === 404) return false;
+        throw error;
+      },
+    );
+  const created: { kind: 'queue' | 'exchange'; name: string }[] = [];
   let step = '';
+  if (plan.mode === 'declare' && tracking) {
+    try {
+      step = `queue "${plan.workQueue.name}"`;
+      if (await exists('queue', plan.workQueue.name)) {
+        await probe((channel) => channel.assertQueue(plan.workQueue.name, { durable: true, arguments: plan.workQueue.arguments }));
+      }
+    } catch (error) {
+      throw topologyError(error, step, plan);
+    }
+  }
+  const channel = await open();
+  /** Declares an entity, remembering it when this call created it. */
+  const declare = async (kind: 'queue' | 'exchange', name: string, declaration: () => Promise<unknown>): Promise<void> => {
+    const builtIn = kind === 'exchange' && (name === '' || name.startsWith('amq.'));
+    const isNew = tracking && !builtIn && !(await exists(kind, name));
+    await declaration();
+    if (isNew) created.push({ kind, name });
+  };
   try {
     if (plan.mode === 'declare') {
       step = `exchange "${plan.deadLetterExchange}"`;
-      await channel.assertExchange(plan.deadLetterExchange, 'direct', { durable: true });
+      await declare('exchange', plan.deadLetterExchange, () => channel.assertExchange(plan.deadLetterExchange, 'direct', { durable: true }));
       step = `queue "${plan.deadLetterQueue.name}"`;
-      await channel.assertQueue(plan.deadLetterQueue.name, { durable: true, arguments: plan.deadLetterQueue.arguments });
+      await declare('queue', plan.deadLetterQueue.name, () => channel.assertQueue(plan.deadLetterQueue.name, { durable: true, arguments: plan.deadLetterQueue.arguments }));
       step = `binding of "${plan.deadLetterQueue.name}" to "${plan.deadLetterExchange}"`;
       await channel.bindQueue(plan.deadLetterQueue.name, plan.deadLetterExchange, plan.deadLetterRoutingKey);
       for (const delay of plan.delayQueues) {
         step = `queue "${delay.name}"`;
-        await channel.assertQueue(delay.name, { durable: true, arguments: delay.arguments });
+        await declare('queue', delay.name, () => channel.assertQueue(delay.name, { durable: true, arguments: delay.arguments }));
       }
       step = `queue "${plan.workQueue.name}"`;
-      await channel.assertQueue(plan.workQueue.name, { durable: true, arguments: plan.workQueue.arguments });
+      await declare('queue', plan.workQueue.name, () => channel.assertQueue(plan.workQueue.name, { durable: true, arguments: plan.workQueue.arguments }));
       for (const b of plan.bindings) {
         step = `exchange "${b.exchange}"`;
-        await channel.assertExchange(b.exchange, b.exchangeType ?? 'direct', { durable: true });
+        await declare('exchange', b.exchange, () => channel.assertExchange(b.exchange, b.exchangeType ?? 'direct', { durable: true }));
         step = `binding of "${plan.workQueue.name}" to "${b.exchange}" with "${b.routingKey}"`;
         await channel.bindQueue(plan.workQueue.name, b.exchange, b.routingKey);
       }
@@ -146,9 +193,31 @@ export async function applyTopology(openChannel: () => Promise<Channel>, plan: T
       await channel.assertQueue(plan.workQueue.name, { durable: true, arguments: plan.workQueue.arguments });
     }
   } catch (error) {
+    await removeCreated(open, created);
     throw topologyError(error, step, plan);
   } finally {
     await channel.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Deletes what a failed declare created, newest first: queues only while empty, exchanges with
+ * their bindings. Best effort: a failure here leaves the entity (the declare's error is what the
+ * caller reports).
+ */
+async function removeCreated(open: () => Promise<Channel>, created: readonly { kind: 'queue' | 'exchange'; name: string }[]): Promise<void> {
+  for (const { kind, name } of [...created].reverse()) {
+    let channel: Channel | undefined;
+    try {
+      channel = await open();
+      if (kind === 'queue') await channel.deleteQueue(name, { ifEmpty: true });
+      // Its bindings are the ones this declare made (it did not exist before): they go with it.
+      else await channel.deleteExchange(name);
+    } catch {
+      // left in place
+    } finally {
+      await channel?.close().catch(() => undefined);
+    }
   }
 }
 

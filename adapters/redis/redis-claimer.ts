@@ -34,7 +34,7 @@ import { CLAIM_CODE, decodeClaimEntry, decodeLeaseEntry, isDeadlinePassed, parse
 import { toClaimerError } from './redis-errors';
 import { type LoadedScript, preloadScripts, runScript, SCRIPTS, type ScriptName } from './script-loader';
 import { ServerClock } from './server-clock';
-import { checkClientOptions, checkClusterMode, checkEvictionPolicy, waitForReady } from './startup-checks';
+import { checkClientOptions, checkClusterMode, checkEvictionPolicy, describeRedisError, redisEndpoint, waitForReady } from './startup-checks';
 
 /** Counters of one RedisClaimer since construction. Read them through {@link RedisClaimer.stats}. */
 export interface RedisClaimerStats {
@@ -157,6 +157,8 @@ export class RedisClaimer implements Claimer {
   private closing: Promise<void> | undefined;
   private lastErrorLogAt = Number.NEGATIVE_INFINITY;
   private suppressedErrors = 0;
+  /** The client's newest error event, named when an operation finds the client not ready. */
+  private lastClientError: Error | undefined;
 
   private readonly operations: LeaseOperations = {
     commit: (lease, resultJson, doneTtlMs) =>
@@ -173,6 +175,8 @@ export class RedisClaimer implements Claimer {
 
   private readonly onClientError = (error: unknown): void => {
     this.counters.clientErrors++;
+    // Not instanceof: ioredis may create its errors in another realm (jest's sandbox, for one).
+    if (typeof (error as Error | undefined)?.message === 'string') this.lastClientError = error as Error;
     const now = this.clock.now();
     if (now - this.lastErrorLogAt < ERROR_LOG_INTERVAL_MS) {
       this.suppressedErrors++;
@@ -430,7 +434,8 @@ export class RedisClaimer implements Claimer {
     const status = this.client.status;
     if (status !== 'ready') {
       this.counters.notReady += keys.length;
-      return Promise.reject(new ClaimerUnavailableError(`${what}: the Redis client is "${status}", not ready; nothing was sent`));
+      const last = this.lastClientError ? ` (last error: ${describeRedisError(this.lastClientError)})` : '';
+      return Promise.reject(new ClaimerUnavailableError(`${what}: the Redis client for ${redisEndpoint(this.client)} is "${status}", not ready${last}; nothing was sent`));
     }
     const remainingMs = deadlineAt - this.clock.now();
     if (remainingMs <= 0) {

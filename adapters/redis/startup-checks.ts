@@ -13,34 +13,60 @@ import type { RedisClaimerLogger } from './options';
  */
 export function waitForReady(client: Redis | Cluster, timeoutMs: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
+  const where = redisEndpoint(client);
   if (client.status === 'end') {
-    return Promise.reject(new ClaimerUnavailableError('the Redis client was closed (status "end"); create a new one'));
+    return Promise.reject(new ClaimerUnavailableError(`the Redis client for ${where} was closed (status "end"); create a new one`));
   }
   if (client.status === 'wait') {
     // lazyConnect: the caller's own connection, opened on first use; errors arrive as events.
     client.connect().catch(() => undefined);
   }
   return new Promise((resolve, reject) => {
+    let lastError: Error | undefined;
+    const cause = () => (lastError ? `: ${describeRedisError(lastError)}` : '');
     const onReady = () => {
       cleanup();
       resolve();
     };
+    const onError = (error: Error) => {
+      lastError = error;
+    };
     const onEnd = () => {
       cleanup();
-      reject(new ClaimerUnavailableError('the Redis client was closed before it became ready'));
+      reject(new ClaimerUnavailableError(`the Redis client for ${where} was closed before it became ready${cause()}`, { cause: lastError }));
     };
     const timer = setTimeout(() => {
       cleanup();
-      reject(new ClaimerUnavailableError(`the Redis client was not ready within ${timeoutMs} ms (status "${client.status}")`));
+      reject(new ClaimerUnavailableError(`the Redis client for ${where} was not ready within ${timeoutMs} ms (status "${client.status}")${cause()}`, { cause: lastError }));
     }, timeoutMs);
     const cleanup = () => {
       clearTimeout(timer);
       client.off('ready', onReady);
       client.off('end', onEnd);
+      client.off('error', onError);
     };
     client.on('ready', onReady);
     client.on('end', onEnd);
+    client.on('error', onError);
   });
+}
+
+/** `host:port` of a client (a Cluster: its startup nodes), for error messages. */
+export function redisEndpoint(client: Redis | Cluster): string {
+  if (client.isCluster) {
+    const nodes = ((client as unknown as { startupNodes?: unknown }).startupNodes ?? []) as Array<string | number | { host?: string; port?: number }>;
+    return `cluster ${nodes.map((n) => (typeof n === 'object' ? `${n.host ?? '127.0.0.1'}:${n.port ?? 6379}` : String(n))).join(',')}`;
+  }
+  const options = (client as Redis).options;
+  if (options.path) return `socket ${options.path}`;
+  return `${options.host ?? '127.0.0.1'}:${options.port ?? 6379}`;
+}
+
+/** An ioredis connection error in words: its code (ECONNREFUSED, ENOTFOUND, NOAUTH, …) and message. */
+export function describeRedisError(error: Error): string {
+  const code = (error as { code?: unknown }).code;
+  const text = error.message || error.name;
+  return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
 }
 
 /** The nodes that run scripts: the client itself, or each master of a Cluster. */

@@ -33,7 +33,7 @@ import {
   type RecordProducer,
   replayRecord,
 } from '../../kafka';
-import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
+import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayOpenContext } from '../replay-backend';
 import { replayKeyOf } from '../replay-key';
 
 /** Environment variable with the default broker list of the Kafka backend. */
@@ -65,6 +65,11 @@ interface KafkaItem extends ReplayItem {
 }
 
 type Mark = 'taken' | 'removed' | 'left';
+
+/** Session timeout of the replay tool's group member, ms: how long a killed run blocks the next join. */
+const REPLAY_SESSION_TIMEOUT_MS = 30_000;
+/** A join slower than this gets a notice, ms. */
+const JOIN_NOTICE_AFTER_MS = 3000;
 
 /** Replayed records between two commits of the replay group's offsets. */
 const COMMIT_EVERY = 100;
@@ -102,6 +107,9 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   private topics: Set<string> | undefined;
   private paused = false;
   private closed = false;
+  private notice: ReplayOpenContext['notice'] = () => undefined;
+  private checkedFirst = false;
+  private committing: Promise<void> = Promise.resolve();
   private removedSinceCommit = 0;
   private readonly refused: Error | undefined;
 
@@ -116,8 +124,10 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
     }
   }
 
-  async open(source: string): Promise<{ available: number }> {
+  async open(source: string, context?: ReplayOpenContext): Promise<{ available: number }> {
     if (this.refused) throw this.refused;
+    const notice = context?.notice ?? (() => undefined);
+    this.notice = notice;
     this.source = source;
     const groupId = this.options.groupId ?? `twophase-dlq-replay.${source}`;
     this.admin = this.client.admin();
@@ -135,13 +145,39 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
       if (BigInt(high) > start) available += BigInt(high) - start;
     }
     if (available === 0n) return { available: 0 };
+    const group = await this.admin.describeGroup?.(groupId).catch(() => undefined);
+    if (group && group.members.length > 0) {
+      const hosts = [...new Set(group.members.map((m) => `${m.clientId}@${m.clientHost.replace(/^\//, '')}`))].join(', ');
+      notice({
+        level: 'warn',
+        text:
+          `consumer group "${groupId}" still has ${group.members.length} member(s) (${hosts}; state ${group.state}): another replay of "${source}" is running, ` +
+          `or an earlier one was killed. The broker drops a dead member only after its session timeout (${REPLAY_SESSION_TIMEOUT_MS / 1000} s for replay runs), so joining may wait that long`,
+      });
+    }
     this.producer = this.client.producer({ allowAutoTopicCreation: false });
     await this.producer.connect();
-    const consumer = this.client.consumer({ groupId, sessionTimeout: 30_000, heartbeatInterval: 3000, maxWaitTimeInMs: 200 });
+    const consumer = this.client.consumer({ groupId, sessionTimeout: REPLAY_SESSION_TIMEOUT_MS, heartbeatInterval: 3000, maxWaitTimeInMs: 200 });
     this.consumer = consumer;
     await consumer.connect();
     await consumer.subscribe({ topics: [source], fromBeginning: true });
-    await consumer.run(async (batch) => this.onBatch(batch));
+    const joinStarted = Date.now();
+    // Joining waits for every current member to rejoin or time out; say so when it takes long.
+    const slow = setTimeout(() => {
+      notice({
+        level: 'warn',
+        text:
+          `still joining consumer group "${groupId}" after ${JOIN_NOTICE_AFTER_MS / 1000} s: the broker waits for its current members to rejoin or to pass ` +
+          `their session timeout (up to ${REPLAY_SESSION_TIMEOUT_MS / 1000} s after a killed replay run)`,
+      });
+    }, JOIN_NOTICE_AFTER_MS);
+    try {
+      await consumer.run(async (batch) => this.onBatch(batch));
+    } finally {
+      clearTimeout(slow);
+    }
+    const joinMs = Date.now() - joinStarted;
+    if (joinMs >= JOIN_NOTICE_AFTER_MS) notice({ level: 'info', text: `joined consumer group "${groupId}" after ${(joinMs / 1000).toFixed(1)} s` });
     return { available: Number(available) };
   }
 
@@ -235,6 +271,15 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
 
   private toItem(partition: number, record: KafkaRecord): KafkaItem {
     const headers = record.headers;
+    if (!this.checkedFirst) {
+      this.checkedFirst = true;
+      if (readHeader(headers, HEADERS.reason) === undefined && readHeader(headers, HEADERS.originalTopic) === undefined) {
+        this.notice({
+          level: 'warn',
+          text: `the first record of "${this.source}" carries no dead-letter headers (${HEADERS.reason}, ${HEADERS.originalTopic}): "${this.source}" does not look like a dead-letter topic`,
+        });
+      }
+    }
     const target = this.options.toTopic ?? readHeader(headers, HEADERS.originalTopic);
     return {
       partition,
@@ -256,7 +301,17 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   }
 
   /** Commits, per partition, the offset of the first record not removed (or past the last removed one). */
-  private async commit(): Promise<void> {
+  /**
+   * Commits one at a time: the replay loop may remove records while an earlier commit is still
+   * in flight, and a later commit must not land before (and be overwritten by) an earlier one.
+   */
+  private commit(): Promise<void> {
+    const next = this.committing.then(() => this.commitNow());
+    this.committing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async commitNow(): Promise<void> {
     const controls = this.controls;
     if (!controls) return;
     const offsets: Array<{ topic: string; partition: number; offset: string }> = [];

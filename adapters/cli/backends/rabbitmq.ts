@@ -8,9 +8,10 @@
  * process dies, every message taken and not yet acked returns to the DLQ (the broker requeues
  * unacknowledged messages of a closed connection).
  */
-import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage } from 'amqplib';
-import { assertPublishable, HEADERS, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
-import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
+import { randomBytes } from 'node:crypto';
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
+import { assertPublishable, BrokerConnectionError, HEADERS, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
+import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayOpenContext } from '../replay-backend';
 import { replayKeyOf } from '../replay-key';
 
 /** Default AMQP URL of the CLI. */
@@ -28,23 +29,71 @@ export interface RabbitMqReplayOptions {
   readonly toQueue?: string;
   /** Confirm deadline of one republish, ms. Default 10 000. */
   readonly publishTimeoutMs?: number;
+  /**
+   * After the broker nacked a republish: how long to wait for its dead-lettered copy to reach
+   * the DLQ (`x-overflow: reject-publish-dlx`) before deciding the broker made none, ms. Default 5000.
+   */
+  readonly refusedCopyWaitMs?: number;
+  /**
+   * Channels taking messages from the DLQ in parallel (`basic.get` is one round trip per
+   * message). Default 4. Messages are then examined in about, not exactly, queue order.
+   */
+  readonly getChannels?: number;
 }
 
 interface RabbitItem extends ReplayItem {
   readonly message: GetMessage;
+  /** The channel that got it: its ack or nack must go there (delivery tags are per channel). */
+  readonly channel: Channel;
   readonly route?: { readonly exchange: string; readonly routingKey: string };
 }
+
+/**
+ * Header set on every replay copy: `<run id>:<sequence>`, unique per republish. Matches a
+ * `basic.return` to its publish while several publishes are in flight, and recognises the
+ * broker's dead-lettered copy of a refused republish (`x-overflow: reject-publish-dlx`).
+ */
+export const REPLAY_ID_HEADER = 'twophase-replay-id';
+
+/** Default of {@link RabbitMqReplayOptions.getChannels}. */
+const DEFAULT_GET_CHANNELS = 4;
+/** Messages taken ahead of the replay loop, at most. */
+const READ_AHEAD = 128;
+
+/** Default of {@link RabbitMqReplayOptions.refusedCopyWaitMs}. */
+const DEFAULT_REFUSED_COPY_WAIT_MS = 5000;
 
 /** RabbitMQ implementation of {@link ReplayBackend}. */
 export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   readonly name = 'rabbitmq';
   private model: ChannelModel | undefined;
-  private getChannel: Channel | undefined;
+  /** Channels that take messages with `basic.get`, in parallel (a get is one round trip). */
+  private readers: Channel[] = [];
+  private watchChannel: Channel | undefined;
   private publishChannel: ConfirmChannel | undefined;
   private source = '';
-  private readonly held: GetMessage[] = [];
-  private readonly knownExchanges = new Set<string>(['']);
-  private returned: string | undefined;
+  /** Messages taken and not yet handed out by `next`, in the order they were taken. */
+  private readonly buffered: { readonly message: GetMessage; readonly channel: Channel }[] = [];
+  /** Most messages to take in this run: what the queue held at the start, capped by the limit. */
+  private toTake = 0;
+  private taken = 0;
+  private readersLeft = 0;
+  private readerError: unknown;
+  private wakeNext: (() => void) | undefined;
+  private wakeReaders: (() => void) | undefined;
+  private readonly held: { readonly message: GetMessage; readonly channel: Channel }[] = [];
+  private readonly knownExchanges = new Map<string, Promise<void>>([['', Promise.resolve()]]);
+  /** Replay ids of publishes in flight → the `basic.return` text, once one came. */
+  private readonly inFlight = new Map<string, string | undefined>();
+  /** Replay id → resolves when the broker's dead-lettered copy of that republish was seen. */
+  private readonly copyWaiters = new Map<string, () => void>();
+  private readonly copiesSeen = new Set<string>();
+  private watch: { queue: Promise<string>; bound: Map<string, Promise<void>> } | undefined;
+  private readonly removed = new WeakSet<GetMessage>();
+  private readonly runId = randomBytes(6).toString('hex');
+  private sequence = 0;
+  private notice: ReplayOpenContext['notice'] = () => undefined;
+  private checkedFirst = false;
   private closed = false;
 
   constructor(private readonly options: RabbitMqReplayOptions = {}) {
@@ -53,35 +102,121 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     }
   }
 
-  async open(source: string): Promise<{ available: number }> {
+  async open(source: string, context?: ReplayOpenContext): Promise<{ available: number }> {
     this.source = source;
-    this.model = await amqp.connect(this.options.url ?? DEFAULT_AMQP_URL, { clientProperties: { connection_name: `twophase-cli:replay:${source}` } });
+    if (context) this.notice = context.notice;
+    // noDelay: each get, publish and ack is a small frame waiting on the next one; with Nagle's
+    // algorithm on, every round trip also waited for the peer's delayed TCP acknowledgement.
+    this.model = await connectAmqp(this.options.url ?? DEFAULT_AMQP_URL, { noDelay: true, clientProperties: { connection_name: `twophase-cli:replay:${source}` } });
     this.model.on('error', () => undefined);
-    this.getChannel = await this.model.createChannel();
-    this.getChannel.on('error', () => undefined);
     this.publishChannel = await this.model.createConfirmChannel();
     this.publishChannel.on('error', () => undefined);
     this.publishChannel.on('return', (message: GetMessage) => {
+      const id = readString(message.properties.headers, REPLAY_ID_HEADER);
+      if (id === undefined || !this.inFlight.has(id)) return;
       const fields = message.fields as unknown as { replyCode?: number; replyText?: string };
-      this.returned = `${fields.replyCode ?? ''} ${fields.replyText ?? 'returned'}`.trim();
+      this.inFlight.set(id, `${fields.replyCode ?? ''} ${fields.replyText ?? 'returned'}`.trim());
     });
-    const { messageCount } = await this.getChannel.checkQueue(source);
+    const probe = await this.model.createChannel();
+    probe.on('error', () => undefined);
+    let messageCount: number;
+    let consumerCount: number;
+    try {
+      ({ messageCount, consumerCount } = await probe.checkQueue(source));
+    } catch (error) {
+      throw new Error(`queue "${source}" does not exist (or is not accessible): ${(error as Error).message}`, { cause: error });
+    }
+    await probe.close().catch(() => undefined);
+    this.toTake = Math.min(messageCount, context?.limit ?? Number.POSITIVE_INFINITY);
+    const readers = Math.max(1, Math.min(this.options.getChannels ?? DEFAULT_GET_CHANNELS, this.toTake));
+    for (let i = 0; i < readers; i++) {
+      const channel = await this.model.createChannel();
+      channel.on('error', () => undefined);
+      this.readers.push(channel);
+    }
+    if (this.toTake > 0) {
+      this.readersLeft = this.readers.length;
+      for (const channel of this.readers) void this.read(channel);
+    }
+    if (consumerCount > 0) {
+      this.notice({ level: 'warn', text: `queue "${source}" has ${consumerCount} consumer(s): a dead-letter queue usually has none; is it a work queue?` });
+    }
     return { available: messageCount };
   }
 
   async next(): Promise<RabbitItem | undefined> {
-    const message = await this.getChannel!.get(this.source, { noAck: false });
-    if (!message) return undefined;
+    for (;;) {
+      const first = this.buffered.shift();
+      if (first) {
+        this.wakeReaders?.();
+        return this.toItem(first.message, first.channel);
+      }
+      if (this.readerError !== undefined) throw this.readerError;
+      if (this.readersLeft === 0) return undefined;
+      await new Promise<void>((resolve) => {
+        this.wakeNext = resolve;
+      });
+      this.wakeNext = undefined;
+    }
+  }
+
+  /**
+   * One reader: takes messages with `basic.get` on its channel, keeping at most
+   * {@link READ_AHEAD} taken messages waiting for `next`, until the run's share is taken or the
+   * queue is empty.
+   */
+  private async read(channel: Channel): Promise<void> {
+    try {
+      while (!this.closed && this.taken < this.toTake) {
+        if (this.buffered.length >= READ_AHEAD) {
+          await new Promise<void>((resolve) => {
+            const previous = this.wakeReaders;
+            this.wakeReaders = () => {
+              this.wakeReaders = undefined;
+              previous?.();
+              resolve();
+            };
+          });
+          continue;
+        }
+        this.taken++;
+        const message = await channel.get(this.source, { noAck: false });
+        if (!message) {
+          this.taken--;
+          break;
+        }
+        this.buffered.push({ message, channel });
+        this.wakeNext?.();
+      }
+    } catch (error) {
+      this.readerError ??= error;
+    } finally {
+      this.readersLeft--;
+      this.wakeNext?.();
+    }
+  }
+
+  private toItem(message: GetMessage, channel: Channel): RabbitItem {
     const route = this.routeOf(message);
     const headers = message.properties.headers;
+    if (!this.checkedFirst) {
+      this.checkedFirst = true;
+      if (!isDeadLettered(headers)) {
+        this.notice({
+          level: 'warn',
+          text: `the first message of "${this.source}" carries no dead-letter headers (${HEADERS.reason}, x-death): "${this.source}" does not look like a dead-letter queue`,
+        });
+      }
+    }
     return {
       message,
+      channel,
       route,
       messageId: typeof message.properties.messageId === 'string' ? message.properties.messageId : undefined,
       ...replayKeyOf(headers, message.properties.messageId),
       reason: readString(headers, HEADERS.reason) ?? deathReason(headers),
       attempts: readCount(headers, HEADERS.attempts),
-      errorMessage: readString(headers, HEADERS.errorMessage),
+      errorMessage: readString(headers, HEADERS.errorMessage) ?? deathText(headers),
       destination: route ? describe(route) : undefined,
     };
   }
@@ -91,7 +226,9 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     if (!route) throw new ReplayItemError('the message records no original exchange and routing key (no twophase headers, no x-death)');
     await this.ensureExchange(route.exchange);
     const channel = this.publishChannel!;
-    const properties = { ...replayProperties(item.message, Date.now()), mandatory: true };
+    const id = `${this.runId}:${++this.sequence}`;
+    const base = replayProperties(item.message, Date.now());
+    const properties = { ...base, headers: { ...base.headers, [REPLAY_ID_HEADER]: id }, mandatory: true };
     try {
       // amqplib fails an unencodable publish only after registering its confirm callback.
       const frameMax = (this.model?.connection as unknown as { frameMax?: number } | undefined)?.frameMax;
@@ -99,40 +236,140 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     } catch (error) {
       throw new ReplayItemError(`${(error as Error).message}; left in the DLQ`);
     }
-    // One publish at a time on this channel, so a basic.return belongs to this publish.
-    this.returned = undefined;
-    await withTimeout(
-      new Promise<void>((resolve, reject) => {
-        channel.publish(route.exchange, route.routingKey, item.message.content, properties, (error: unknown) => (error ? reject(error) : resolve()));
-      }),
-      this.options.publishTimeoutMs ?? 10_000,
-    );
-    if (this.returned !== undefined) {
-      throw new ReplayItemError(`unroutable: no queue is bound to ${describe(route).description} (${this.returned}); left in the DLQ`);
+    // Bound before the publish, so the broker's copy of a refused republish cannot be missed.
+    await this.watchDeadLetters(item.message);
+    this.inFlight.set(id, undefined);
+    let returned: string | undefined;
+    try {
+      await withTimeout(
+        new Promise<void>((resolve, reject) => {
+          channel.publish(route.exchange, route.routingKey, item.message.content, properties, (error: unknown) => (error ? reject(error) : resolve()));
+        }),
+        this.options.publishTimeoutMs ?? 10_000,
+      );
+    } catch (error) {
+      // amqplib rejects a nacked publish with "message nacked" (0.10); match loosely across versions.
+      if (error instanceof Error && /\bnack/i.test(error.message)) throw await this.refused(item, route, id);
+      throw error;
+    } finally {
+      // A basic.return comes before the confirm of its publish.
+      returned = this.inFlight.get(id);
+      this.inFlight.delete(id);
+    }
+    if (returned !== undefined) {
+      throw new ReplayItemError(`unroutable: no queue is bound to ${describe(route).description} (${returned}); left in the DLQ`);
     }
     return describe(route);
   }
 
   async remove(item: RabbitItem): Promise<void> {
-    this.getChannel!.ack(item.message, false);
+    if (this.removed.has(item.message)) return;
+    this.removed.add(item.message);
+    item.channel.ack(item.message, false);
   }
 
   async release(item: RabbitItem): Promise<void> {
+    if (this.removed.has(item.message)) return;
     // A nack with requeue now would put it back at the head, where the next get finds it again.
-    this.held.push(item.message);
+    this.held.push({ message: item.message, channel: item.channel });
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     try {
-      for (const message of this.held.splice(0)) this.getChannel?.nack(message, false, true);
-      await this.getChannel?.close();
+      this.wakeReaders?.();
+      // Taken and never handed out (a limit, a stop) or left in place: back to the queue.
+      for (const { message, channel } of [...this.held.splice(0), ...this.buffered.splice(0)]) channel.nack(message, false, true);
+      for (const channel of this.readers) await channel.close();
+      await this.watchChannel?.close();
       await this.publishChannel?.close();
     } catch {
       // the connection close below returns anything unacked
     }
     await this.model?.close().catch(() => undefined);
+  }
+
+  /**
+   * The broker nacked a republish: the destination refused it. With `x-overflow:
+   * reject-publish-dlx` (a full queue) the broker also dead-letters the refused copy, and when
+   * that copy lands back in this DLQ the original is removed, so the DLQ holds one copy of the
+   * message, not two. Otherwise the original stays. Either way the run stops: a full queue
+   * refuses the next messages too.
+   */
+  private async refused(item: RabbitItem, route: { exchange: string; routingKey: string }, id: string): Promise<ReplayItemError> {
+    const where = describe(route).description;
+    const copied = await this.waitForCopy(id, this.options.refusedCopyWaitMs ?? DEFAULT_REFUSED_COPY_WAIT_MS);
+    if (copied) {
+      await this.remove(item);
+      return new ReplayItemError(
+        `nacked by the broker: ${where} refused the message (queue full: x-max-length with x-overflow reject-publish-dlx); ` +
+          `the broker dead-lettered the refused copy back to "${this.source}", so the original was removed and one copy remains there. ` +
+          'Stopped; re-run once the queue has room',
+        { stopsRun: true },
+      );
+    }
+    return new ReplayItemError(
+      `nacked by the broker: ${where} refused the message (queue full: x-max-length with x-overflow reject-publish or reject-publish-dlx, ` +
+        'or a broker-side failure); left in the DLQ. Stopped; re-run once the queue has room',
+      { stopsRun: true },
+    );
+  }
+
+  private waitForCopy(id: string, ms: number): Promise<boolean> {
+    if (this.copiesSeen.delete(id)) return Promise.resolve(true);
+    if (!this.watch) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        this.copyWaiters.delete(id);
+        resolve(false);
+      }, ms);
+      this.copyWaiters.set(id, () => {
+        clearTimeout(timer);
+        this.copyWaiters.delete(id);
+        resolve(true);
+      });
+    });
+  }
+
+  /**
+   * Binds a private (exclusive, auto-delete) queue to the exchange and routing key that fed this
+   * DLQ message (its dead-letter exchange), so a copy the broker dead-letters into the same DLQ
+   * during the run is seen too. Messages of the DLQ published to the default exchange have no
+   * such exchange; their refused copies cannot be recognised (the original then stays).
+   */
+  private async watchDeadLetters(message: GetMessage): Promise<void> {
+    const exchange = message.fields.exchange;
+    if (exchange === '') return;
+    if (!this.watch) {
+      const channel = (this.watchChannel = await this.model!.createChannel());
+      channel.on('error', () => undefined);
+      const queue = channel.assertQueue('', { exclusive: true, autoDelete: true, durable: false }).then(async ({ queue: name }) => {
+        await channel.consume(
+          name,
+          (copy) => {
+            const id = copy ? readString(copy.properties.headers, REPLAY_ID_HEADER) : undefined;
+            if (id === undefined || !id.startsWith(`${this.runId}:`)) return;
+            const waiter = this.copyWaiters.get(id);
+            if (waiter) waiter();
+            else if (this.inFlight.has(id)) this.copiesSeen.add(id);
+          },
+          { noAck: true },
+        );
+        return name;
+      });
+      this.watch = { queue, bound: new Map() };
+    }
+    const key = `${exchange}\u0000${message.fields.routingKey}`;
+    let bound = this.watch.bound.get(key);
+    if (!bound) {
+      const channel = this.watchChannel!;
+      bound = this.watch.queue.then(async (name) => {
+        await channel.bindQueue(name, exchange, message.fields.routingKey);
+      });
+      this.watch.bound.set(key, bound);
+    }
+    await bound;
   }
 
   private routeOf(message: GetMessage): { exchange: string; routingKey: string } | undefined {
@@ -146,13 +383,21 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   }
 
   /** Publishing to a missing exchange would close the confirm channel (404): check it first. */
-  private async ensureExchange(exchange: string): Promise<void> {
-    if (this.knownExchanges.has(exchange)) return;
+  private ensureExchange(exchange: string): Promise<void> {
+    let known = this.knownExchanges.get(exchange);
+    if (!known) {
+      known = this.checkExchange(exchange);
+      this.knownExchanges.set(exchange, known);
+      known.catch(() => this.knownExchanges.delete(exchange));
+    }
+    return known;
+  }
+
+  private async checkExchange(exchange: string): Promise<void> {
     const probe = await this.model!.createChannel();
     probe.on('error', () => undefined);
     try {
       await probe.checkExchange(exchange);
-      this.knownExchanges.add(exchange);
       await probe.close();
     } catch (error) {
       throw new ReplayItemError(`exchange "${exchange}" does not exist; left in the DLQ`, { cause: error });
@@ -166,11 +411,46 @@ function describe(route: { exchange: string; routingKey: string }): ReplayDestin
   };
 }
 
+/** True when the headers show a dead-letter: twophase's reason header or the broker's `x-death`. */
+function isDeadLettered(headers: Record<string, unknown> | undefined): boolean {
+  return readString(headers, HEADERS.reason) !== undefined || (Array.isArray(headers?.['x-death']) && headers['x-death'].length > 0);
+}
+
+/** For a message the broker dead-lettered by itself: what happened, in words. */
+function deathText(headers: Record<string, unknown> | undefined): string | undefined {
+  const deaths = headers?.['x-death'];
+  if (!Array.isArray(deaths) || deaths.length === 0) return undefined;
+  const last = deaths[0] as { reason?: unknown; queue?: unknown; count?: unknown };
+  const text = (v: unknown) => (typeof v === 'string' ? v : Buffer.isBuffer(v) ? v.toString('utf8') : undefined);
+  const reason = text(last.reason);
+  const queue = text(last.queue);
+  if (reason === undefined) return undefined;
+  const why: Record<string, string> = {
+    rejected: 'rejected (basic.reject or basic.nack with requeue=false)',
+    expired: 'message TTL expired',
+    maxlen: 'queue length limit exceeded',
+    delivery_limit: 'delivery limit exceeded',
+  };
+  return `dead-lettered by the broker from queue "${queue ?? '?'}": ${why[reason] ?? reason}`;
+}
+
 function deathReason(headers: Record<string, unknown> | undefined): string | undefined {
   const deaths = headers?.['x-death'];
   if (!Array.isArray(deaths) || deaths.length === 0) return undefined;
   const reason = (deaths[0] as { reason?: unknown }).reason;
   return typeof reason === 'string' ? `broker:${reason}` : undefined;
+}
+
+/**
+ * One connect attempt (a CLI run fails fast and is re-run).
+ * @throws BrokerConnectionError naming host, port, vhost and cause
+ */
+async function connectAmqp(url: string, socketOptions: Options.Connect & { readonly noDelay?: boolean; readonly clientProperties?: Record<string, unknown> }): Promise<ChannelModel> {
+  try {
+    return await amqp.connect(url, socketOptions);
+  } catch (error) {
+    throw new BrokerConnectionError(url, error, { attempts: 1 });
+  }
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
