@@ -25,6 +25,8 @@ import { EffectLedger } from './ledger';
 import { printReport, type RunStats } from './report';
 import { Rng } from './rng';
 import type { CrashableSource, DemoMessage, DemoStack } from './stack';
+import { memoryStack } from './stacks/memory';
+import { realStack } from './stacks/real';
 
 interface DemoOptions {
   broker: 'memory' | 'rabbitmq';
@@ -74,11 +76,7 @@ function parseOptions(argv: string[]): DemoOptions {
 }
 
 async function makeStack(options: DemoOptions): Promise<DemoStack> {
-  if (options.broker === 'memory' && options.claimer === 'memory') {
-    const { memoryStack } = await import('./stacks/memory');
-    return memoryStack();
-  }
-  const { realStack } = await import('./stacks/real');
+  if (options.broker === 'memory' && options.claimer === 'memory') return memoryStack();
   return realStack(options.broker, options.claimer);
 }
 

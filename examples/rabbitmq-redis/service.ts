@@ -2,7 +2,7 @@
  * Wires the payments consumer: RabbitMQ source (twophase/rabbitmq) + Redis claimer
  * (twophase/redis) + the fenced ledger.
  */
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { type ConsumerObserver, type Logger } from '../../src';
 import { RedisClaimer } from '../../adapters/redis';
 import { RabbitMqSource, type RabbitMqSourceStats } from '../../adapters/rabbitmq';

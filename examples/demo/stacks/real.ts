@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import amqplib from 'amqplib';
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { InMemoryClaimer, MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { delayQueueName, HEADERS, RabbitMqPublisher, RabbitMqSource } from '../../../adapters/rabbitmq';
 import { RedisClaimer } from '../../../adapters/redis';
