@@ -48,6 +48,8 @@ for (const s of settings) if (!SETTINGS[s]) fail(`unknown setting "${s}" (known:
 
 /** Packages the examples import besides twophase and the peer clients, at the repository's versions. */
 const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetry/sdk-metrics', '@opentelemetry/sdk-trace-base'];
+/** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
+const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */
 const PEER_CLIENTS = ['ioredis', 'amqplib', 'kafkajs', '@opentelemetry/api'];
 
@@ -170,6 +172,7 @@ const installs = [
   tarball,
   ...PEER_CLIENTS.map(versionOf),
   ...EXAMPLE_PACKAGES.map(versionOf),
+  ...DOC_PACKAGES,
   versionOf('@types/node'),
   ...(process.env.TWOPHASE_PACK_CHECK_EXTRA ?? '').split(/\s+/).filter(Boolean),
 ];
