@@ -105,6 +105,7 @@ const unpacked = join(work, 'unpacked');
 mkdirSync(unpacked);
 execFileSync('tar', ['xzf', tarball, '-C', unpacked]);
 let maps = 0;
+const problemsBeforeMaps = problems.length;
 for (const file of files.filter((f) => f.endsWith('.map'))) {
   maps++;
   const mapPath = join(unpacked, 'package', file);
@@ -114,7 +115,7 @@ for (const file of files.filter((f) => f.endsWith('.map'))) {
     if (!shipped && typeof map.sourcesContent?.[i] !== 'string') problems.push(`${file} points at ${source}, which neither ships nor is inlined`);
   });
 }
-console.log(`   ${maps} maps checked`);
+console.log(`   ${maps} maps checked, ${problems.length - problemsBeforeMaps} pointing at a source that neither ships nor is inlined`);
 
 // ---- 3. compile as a user ---------------------------------------------------------------------
 /** Code blocks marked for the check, as { name, code }. */
