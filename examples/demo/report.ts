@@ -109,7 +109,7 @@ export function printReport(input: ReportInput): number {
     ['deliveries', `${stats.delivered} = ${stats.published} published + ${redeliveries} redeliveries (after a requeue, or held by one of the ${crashes} crashed workers)`],
     ['handler runs', `${stats.handlerRuns} = ${unique + poison} payments and poison payments once each + ${extraRuns} again: runs cut short by a crash (it stops every message its worker held)`],
     ['duplicates', `${stats.duplicatesSkipped} deliveries of a key already committed: the ${input.copies} extra copies, and redeliveries after a crash`],
-    ['', '(on Kafka a crash re-delivers every record after its partitions\' last committed offset, settled or not)'],
+    ...(input.label.startsWith('Kafka') ? ([['', '(a crash re-delivers every record after its partitions\' last committed offset, settled or not)']] as [string, string][]) : []),
     ['busy', `${stats.busyRequeues} requeues (every ${input.busyRequeueDelayMs} ms) while another worker held the key's lease, e.g. until a crashed`],
     ['', `worker's ${input.leaseTtlMs} ms lease ran out; the handler did not run: neither an attempt nor a duplicate`],
     ['dead letters', `${input.deadLetters.length} = ${deadLetterParts.join(' + ')}`],
