@@ -1,6 +1,8 @@
 /**
  * twophase core: the claim contract, receipts, the in-memory claimer and the consumer pipeline.
  * Knows no broker, store or telemetry SDK.
+ *
+ * @module twophase
  */
 export * from './errors';
 export * from './claimer';

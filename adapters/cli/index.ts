@@ -1,5 +1,7 @@
 /**
  * The `twophase` CLI as a library (for embedding and tests). The command itself is `bin.ts`.
+ *
+ * @module twophase/cli
  */
 export { runCli, EXIT, AMQP_URL_ENV, type CliContext } from './program';
 export { replayDeadLetters, type ReplayOptions, type ReplayEvent, type ReplayOutcome, type ReplaySummary } from './replay';

@@ -11,6 +11,8 @@
  * ```
  *
  * See docs/kafka.md for the design, the guarantees and the options.
+ *
+ * @module twophase/kafka
  */
 export {
   KafkaSource,

@@ -2,6 +2,8 @@
  * `twophase/otel`: OpenTelemetry spans and metrics for twophase consumers, per the messaging
  * semantic conventions, and trace context through message headers. Depends on
  * `@opentelemetry/api` only; the SDK is the application's choice. See docs/otel.md.
+ *
+ * @module twophase/otel
  */
 export { createOtelObserver, type OtelObserverOptions, OTEL_OBSERVER_DEFAULTS } from './otel-observer';
 export {

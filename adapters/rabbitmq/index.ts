@@ -11,6 +11,8 @@
  * await consumer.start();
  * ```
  * See docs/rabbitmq.md for the topology, the settlement mapping and the failure handling.
+ *
+ * @module twophase/rabbitmq
  */
 export { RabbitMqSource, type RabbitMqSourceState } from './rabbitmq-source';
 export { RabbitMqPublisher, buildPublish, type RabbitMqPublisherOptions, type PublishMessageOptions, type PublishReceipt, type MessageBody } from './publisher';

@@ -7,6 +7,8 @@
  * const claimer = new RedisClaimer({ redis: new Redis() }, { prefix: 'billing' });
  * await claimer.ready();
  * ```
+ *
+ * @module twophase/redis
  */
 export { RedisClaimer, type RedisClaimerStats } from './redis-claimer';
 export {

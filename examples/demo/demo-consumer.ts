@@ -6,7 +6,11 @@ import {
   ack,
   ConsumerBase,
   type ConsumerOptions,
+  defaultMessageKey,
+  type Delivery,
   type Disposition,
+  IDEMPOTENCY_KEY_HEADER,
+  InvalidMessageError,
   type HandlerContext,
   type Message,
   PermanentError,
@@ -53,6 +57,17 @@ export class PaymentConsumer extends ConsumerBase<Payment> {
     private readonly onCrash: (point: CrashPoint) => void,
   ) {
     super(options);
+  }
+
+  /**
+   * A payment must carry its idempotency key: without the header it is dead-lettered as
+   * `missing_key`, on every broker (the default would fall back to the broker's message id, which
+   * on Kafka is `topic:partition:offset` and so never matches a producer's retry).
+   */
+  protected override messageKey(delivery: Delivery): string {
+    const key = delivery.headers[IDEMPOTENCY_KEY_HEADER];
+    if (key === undefined || key === null) throw new InvalidMessageError('missing_key', `no "${IDEMPOTENCY_KEY_HEADER}" header`);
+    return defaultMessageKey(delivery);
   }
 
   async handle(message: Message<Payment>, context: HandlerContext): Promise<Disposition> {

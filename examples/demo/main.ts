@@ -6,6 +6,7 @@
  *
  *   npm run demo                                          # embedded broker + in-memory claimer
  *   npm run demo -- --broker rabbitmq --claimer redis     # local RabbitMQ + Redis
+ *   npm run demo -- --broker kafka --claimer redis        # local Kafka + Redis
  *
  * Exit code 0 when the verdict holds, 1 otherwise.
  */
@@ -25,9 +26,15 @@ import { EffectLedger } from './ledger';
 import { printReport, type RunStats } from './report';
 import { Rng } from './rng';
 import type { CrashableSource, DemoMessage, DemoStack } from './stack';
+import { memoryStack } from './stacks/memory';
+import { realStack } from './stacks/real';
+
+/** Short, so a crashed worker's leases end soon and the run stays short. */
+const LEASE_TTL_MS = 1_000;
+const BUSY_REQUEUE_DELAY_MS = 100;
 
 interface DemoOptions {
-  broker: 'memory' | 'rabbitmq';
+  broker: 'memory' | 'rabbitmq' | 'kafka';
   claimer: 'memory' | 'redis';
   messages: number;
   duplicateShare: number;
@@ -57,7 +64,7 @@ function parseOptions(argv: string[]): DemoOptions {
   const program = new Command()
     .name('twophase-demo')
     .description('Publish payments, crash consumers at every step, and check the effect-once verdict.')
-    .addOption(new Option('--broker <broker>', 'message broker').choices(['memory', 'rabbitmq']).default('memory').env('TWOPHASE_DEMO_BROKER'))
+    .addOption(new Option('--broker <broker>', 'message broker').choices(['memory', 'rabbitmq', 'kafka']).default('memory').env('TWOPHASE_DEMO_BROKER'))
     .addOption(new Option('--claimer <claimer>', 'claim store').choices(['memory', 'redis']).default('memory').env('TWOPHASE_DEMO_CLAIMER'))
     .option('--messages <n>', 'unique payments to publish', positiveInt, 10_000)
     .option('--duplicate-share <x>', 'extra copies published, as a share of the unique payments', share, 0.15)
@@ -74,15 +81,11 @@ function parseOptions(argv: string[]): DemoOptions {
 }
 
 async function makeStack(options: DemoOptions): Promise<DemoStack> {
-  if (options.broker === 'memory' && options.claimer === 'memory') {
-    const { memoryStack } = await import('./stacks/memory');
-    return memoryStack();
-  }
-  const { realStack } = await import('./stacks/real');
+  if (options.broker === 'memory' && options.claimer === 'memory') return memoryStack();
   return realStack(options.broker, options.claimer);
 }
 
-function buildMessages(options: DemoOptions, rng: Rng): { messages: DemoMessage[]; uniqueKeys: string[]; poisonKeys: string[]; invalid: number } {
+function buildMessages(options: DemoOptions, rng: Rng): { messages: DemoMessage[]; uniqueKeys: string[]; poisonKeys: string[]; invalid: number; copies: number } {
   const uniqueKeys: string[] = [];
   const poisonKeys: string[] = [];
   const messages: DemoMessage[] = [];
@@ -111,27 +114,38 @@ function buildMessages(options: DemoOptions, rng: Rng): { messages: DemoMessage[
     const j = Math.floor(rng.next() * (i + 1));
     [messages[i], messages[j]] = [messages[j]!, messages[i]!];
   }
-  return { messages, uniqueKeys, poisonKeys, invalid };
+  return { messages, uniqueKeys, poisonKeys, invalid, copies };
 }
 
 /** Wraps a worker's source so settles of a dead worker never reach the broker, and final settles are counted. */
 function demoSource(inner: CrashableSource, consumer: () => PaymentConsumer, stats: RunStats): MessageSource {
+  /** A dead worker's settle: dropped, or handed to a source that ignores it by itself. */
+  const afterCrash = async (settle: () => Promise<void>) => {
+    if (inner.forwardSettlesAfterCrash) await settle().catch(() => undefined);
+  };
   const wrap = (d: Delivery): Delivery => ({
     ...d,
     settler: {
       ack: async (info) => {
         const c = consumer();
-        if (c.crashOnAck.has(d.body)) c.crash('after_commit_before_ack');
-        if (c.crashed) return;
+        if (c.crashOnAck.has(d.body)) {
+          try {
+            c.crash('after_commit_before_ack');
+          } finally {
+            await afterCrash(() => d.settler.ack(info));
+          }
+        }
+        if (c.crashed) return afterCrash(() => d.settler.ack(info));
         await d.settler.ack(info);
         stats.finals++;
       },
       requeue: async (delayMs, info) => {
-        if (consumer().crashed) return;
+        if (consumer().crashed) return afterCrash(() => d.settler.requeue(delayMs, info));
+        stats.requeues[info.cause] = (stats.requeues[info.cause] ?? 0) + 1;
         await d.settler.requeue(delayMs, info);
       },
       reject: async (info) => {
-        if (consumer().crashed) return;
+        if (consumer().crashed) return afterCrash(() => d.settler.reject(info));
         await d.settler.reject(info);
         stats.finals++;
         stats.deadLettered++;
@@ -169,13 +183,13 @@ async function main(): Promise<number> {
     handlerRuns: 0,
     duplicatesSkipped: 0,
     busyRequeues: 0,
-    retries: 0,
+    requeues: {},
     deadLettered: 0,
     commitFailed: 0,
     leaseLost: 0,
     crashes: { before_effect: 0, after_effect_before_commit: 0, after_commit_before_ack: 0 },
   };
-  const { messages, uniqueKeys, poisonKeys, invalid } = buildMessages(options, rng);
+  const { messages, uniqueKeys, poisonKeys, invalid, copies } = buildMessages(options, rng);
   stats.published = messages.length;
 
   const live = new Set<PaymentConsumer>();
@@ -210,9 +224,6 @@ async function main(): Promise<number> {
         case 'lease_lost':
           stats.leaseLost++;
           break;
-        case 'released':
-          if (!self.crashed) stats.retries++;
-          break;
         default:
           break;
       }
@@ -223,9 +234,9 @@ async function main(): Promise<number> {
         claimer,
         source: demoSource(inner, () => self, stats),
         concurrency: options.concurrency,
-        leaseTtlMs: 1_000,
+        leaseTtlMs: LEASE_TTL_MS,
         doneTtlMs: 3_600_000,
-        busyRequeueDelayMs: 100,
+        busyRequeueDelayMs: BUSY_REQUEUE_DELAY_MS,
         retryBackoff: { initialDelayMs: 50, maxDelayMs: 500 },
         claimRetries: 1,
         claimBackoff: { initialDelayMs: 5, maxDelayMs: 5 },
@@ -300,7 +311,7 @@ async function main(): Promise<number> {
   await Promise.all([...live].map((c) => c.stop()));
   const deadLetters = await stack.deadLetters();
   await stack.close();
-  return printReport({ label: stack.label, options, stats, ledger, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: quietChecks < 3 });
+  return printReport({ label: stack.label, options, copies, busyRequeueDelayMs: BUSY_REQUEUE_DELAY_MS, leaseTtlMs: LEASE_TTL_MS, stats, ledger, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: quietChecks < 3 });
 }
 
 main().then(

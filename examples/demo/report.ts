@@ -4,6 +4,13 @@
 import type { CrashPoint } from './demo-consumer';
 import type { EffectLedger } from './ledger';
 
+/** What the messages dead-lettered for each reason are, in the demo. */
+const DEAD_LETTER_WHAT: Readonly<Record<string, string>> = {
+  permanent_error: 'poison payments',
+  invalid_body: 'undecodable messages',
+  missing_key: 'message without a key',
+};
+
 export interface RunStats {
   published: number;
   delivered: number;
@@ -12,7 +19,8 @@ export interface RunStats {
   handlerRuns: number;
   duplicatesSkipped: number;
   busyRequeues: number;
-  retries: number;
+  /** Requeues by a live worker, by cause (busy, retry, claimer_unavailable, shutdown, lease_lost). */
+  requeues: Record<string, number>;
   deadLettered: number;
   commitFailed: number;
   leaseLost: number;
@@ -22,6 +30,11 @@ export interface RunStats {
 export interface ReportInput {
   readonly label: string;
   readonly options: { messages: number; consumers: number; seed: number; crashRate: number };
+  /** Extra copies of unique payments that were published. */
+  readonly copies: number;
+  /** The consumers' busyRequeueDelayMs and leaseTtlMs, for the explanations. */
+  readonly busyRequeueDelayMs: number;
+  readonly leaseTtlMs: number;
   readonly stats: RunStats;
   readonly ledger: EffectLedger;
   readonly uniqueKeys: readonly string[];
@@ -46,6 +59,24 @@ export function printReport(input: ReportInput): number {
   const reasons = new Map<string, number>();
   for (const d of input.deadLetters) reasons.set(d.reason, (reasons.get(d.reason) ?? 0) + 1);
 
+  // Dead letters by reason: copies, and the distinct messages they are copies of.
+  const byReason = new Map<string, { copies: number; keys: Set<string | undefined> }>();
+  for (const d of input.deadLetters) {
+    const entry = byReason.get(d.reason) ?? { copies: 0, keys: new Set() };
+    entry.copies++;
+    entry.keys.add(d.key);
+    byReason.set(d.reason, entry);
+  }
+  const unique = input.uniqueKeys.length;
+  const poison = input.poisonKeys.length;
+  const redeliveries = stats.delivered - stats.published;
+  const extraRuns = stats.handlerRuns - unique - poison;
+  const crashes = stats.crashes.before_effect + stats.crashes.after_effect_before_commit + stats.crashes.after_commit_before_ack;
+  const otherRequeues = Object.entries(stats.requeues)
+    .filter(([cause, n]) => cause !== 'busy' && n > 0)
+    .map(([cause, n]) => `${cause} ${n}`);
+  const doubled = [...byReason.values()].reduce((n, e) => n + e.copies - e.keys.size, 0);
+
   const rows: [string, string | number][] = [
     ['stack', input.label],
     ['consumers at once / seed / crash rate per point', `${input.options.consumers} / ${input.options.seed} / ${input.options.crashRate}`],
@@ -54,13 +85,13 @@ export function printReport(input: ReportInput): number {
     ['handler runs', stats.handlerRuns],
     ['duplicates skipped (done, handler not run)', stats.duplicatesSkipped],
     ['busy requeues (lease held elsewhere)', stats.busyRequeues],
-    ['retries after a handler failure', stats.retries],
+    ['other requeues (live workers, by cause)', otherRequeues.length > 0 ? otherRequeues.join(', ') : 0],
     ['dead-letter queue at the end', `${input.deadLetters.length} (${[...reasons].map(([r, n]) => `${r}: ${n}`).join(', ')})`],
     ['crashes: before the effect', stats.crashes.before_effect],
     ['crashes: after the effect, before the commit', stats.crashes.after_effect_before_commit],
     ['crashes: after the commit, before the ack', stats.crashes.after_commit_before_ack],
     ['commit_failed / lease_lost (live workers)', `${stats.commitFailed} / ${stats.leaseLost}`],
-    ['unique payments', input.uniqueKeys.length],
+    ['unique payments', unique],
     ['effects applied', ledger.totalEffects],
     ['payments lost (no effect)', lost.length],
     ['duplicated effects: crash after effect, before commit', explained],
@@ -70,6 +101,29 @@ export function printReport(input: ReportInput): number {
   const width = Math.max(...rows.map(([k]) => k.length));
   console.log('');
   for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`);
+
+  // Where each count comes from, for a first reading.
+  const deadLetterParts = [...byReason].map(([reason, e]) => `${reason} ${e.copies} (of ${e.keys.size} ${DEAD_LETTER_WHAT[reason] ?? 'messages'})`);
+  const notes: [string, string][] = [
+    ['published', `${stats.published} = ${unique} payments + ${input.copies} extra copies of some (as a producer retry sends) + ${poison} poison + ${input.invalid} invalid`],
+    ['deliveries', `${stats.delivered} = ${stats.published} published + ${redeliveries} redeliveries (after a requeue, or held by one of the ${crashes} crashed workers)`],
+    ['handler runs', `${stats.handlerRuns} = ${unique + poison} payments and poison payments once each + ${extraRuns} again: runs cut short by a crash (it stops every message its worker held)`],
+    ['duplicates', `${stats.duplicatesSkipped} deliveries of a key already committed: the ${input.copies} extra copies, and redeliveries after a crash`],
+    ...(input.label.startsWith('Kafka') ? ([['', '(a crash re-delivers every record after its partitions\' last committed offset, settled or not)']] as [string, string][]) : []),
+    ['busy', `${stats.busyRequeues} requeues (every ${input.busyRequeueDelayMs} ms) while another worker held the key's lease, e.g. until a crashed`],
+    ['', `worker's ${input.leaseTtlMs} ms lease ran out; the handler did not run: neither an attempt nor a duplicate`],
+    ['dead letters', `${input.deadLetters.length} = ${deadLetterParts.join(' + ')}`],
+    ...(doubled > 0
+      ? ([
+          ['', `${doubled} dead-lettered twice: a worker crashed after writing the dead-letter copy and before settling the original,`],
+          ['', 'so the original came back and was dead-lettered again (dead-lettering is at-least-once; both copies share the key)'],
+        ] as [string, string][])
+      : []),
+    ['effects', `${ledger.totalEffects} = ${unique - lost.length} payments once + ${ledger.totalEffects - (unique - lost.length)} again, each after a crash between the effect and its commit`],
+  ];
+  console.log('\n  How the numbers add up:');
+  const noteWidth = Math.max(...notes.map(([k]) => k.length));
+  for (const [k, v] of notes) console.log(`    ${k.padEnd(noteWidth)}  ${v}`);
   console.log('');
 
   const problems: string[] = [];

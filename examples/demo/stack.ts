@@ -14,6 +14,12 @@ export interface DemoMessage {
 export interface CrashableSource extends MessageSource {
   /** Drops the consumer as a dying process would (no settle reaches the broker). */
   crash(): unknown;
+  /**
+   * True when the source itself ignores the settles of a crashed consumer and needs them to wind
+   * down (KafkaSource: a partition waits for its in-flight records before the member can leave).
+   * Otherwise the demo drops those settles before they reach the source.
+   */
+  readonly forwardSettlesAfterCrash?: boolean;
 }
 
 export interface DemoStack {

@@ -3,7 +3,7 @@
  * are fenced: a write carrying a fencing token lower than the stored one is refused, so a worker
  * whose lease was taken over can never overwrite the newer owner's charge.
  */
-import type Redis from 'ioredis';
+import type { Redis } from 'ioredis';
 
 /** Writes `charge` unless a write with a higher fencing token is already stored. Returns 1 when written. */
 const FENCED_WRITE = `

@@ -2,20 +2,20 @@
  * Wires the payments consumer: RabbitMQ source (twophase/rabbitmq) + Redis claimer
  * (twophase/redis) + the fenced ledger.
  */
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { type ConsumerObserver, type Logger } from '../../src';
 import { RedisClaimer } from '../../adapters/redis';
 import { RabbitMqSource, type RabbitMqSourceStats } from '../../adapters/rabbitmq';
 import { Ledger } from './ledger';
 import { PaymentsConsumer } from './payments-consumer';
+import { serviceSettings } from '../shared/env';
 
 /** Configuration of the service (see README.md; all read from the environment by main.ts). */
 export interface PaymentsServiceConfig {
   /** AMQP URL. */
   readonly amqpUrl: string;
-  /** Redis host and port of the claims and the ledger. */
-  readonly redisHost: string;
-  readonly redisPort: number;
+  /** Redis URL of the claims and the ledger. */
+  readonly redisUrl: string;
   /** Work queue. */
   readonly queue: string;
   /** Exchange the producers publish to (topic); bound with `payment.requested`. */
@@ -47,8 +47,8 @@ export interface PaymentsService {
 
 /** Starts the service. Resolves once it consumes. */
 export async function startPaymentsService(config: PaymentsServiceConfig): Promise<PaymentsService> {
-  const claimsRedis = new Redis({ host: config.redisHost, port: config.redisPort, lazyConnect: true });
-  const ledgerRedis = new Redis({ host: config.redisHost, port: config.redisPort });
+  const claimsRedis = new Redis(config.redisUrl, { lazyConnect: true });
+  const ledgerRedis = new Redis(config.redisUrl);
   ledgerRedis.on('error', () => undefined); // reported through failed ledger writes (retried)
   const claimer = new RedisClaimer({ redis: claimsRedis }, { prefix: `${config.redisPrefix}:claims` });
   const source = new RabbitMqSource({
@@ -95,18 +95,23 @@ export async function startPaymentsService(config: PaymentsServiceConfig): Promi
   };
 }
 
-/** Reads the configuration from the environment, with local defaults. */
+/**
+ * Reads the configuration from the environment, with local defaults: the services from
+ * TWOPHASE_AMQP_URL and TWOPHASE_REDIS_URL (../shared/env.ts), the service's own settings from
+ * PAYMENTS_QUEUE, PAYMENTS_EXCHANGE, CONCURRENCY, LEASE_TTL_MS, MAX_ATTEMPTS, TWOPHASE_REPLICAS
+ * and REDIS_PREFIX.
+ */
 export function configFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): PaymentsServiceConfig {
+  const services = serviceSettings(env);
   return {
-    amqpUrl: env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
-    redisHost: env.REDIS_HOST ?? '127.0.0.1',
-    redisPort: Number(env.REDIS_PORT ?? 6379),
+    amqpUrl: services.amqpUrl,
+    redisUrl: services.redisUrl,
     queue: env.PAYMENTS_QUEUE ?? 'payments.requested',
     exchange: env.PAYMENTS_EXCHANGE ?? 'payments',
     concurrency: Number(env.CONCURRENCY ?? 20),
     leaseTtlMs: Number(env.LEASE_TTL_MS ?? 30_000),
     maxAttempts: Number(env.MAX_ATTEMPTS ?? 5),
-    replicas: Number(env.REPLICAS ?? 1),
+    replicas: Number(env.TWOPHASE_REPLICAS ?? env.REPLICAS ?? 1),
     redisPrefix: env.REDIS_PREFIX ?? 'payments-example',
   };
 }

@@ -1,24 +1,26 @@
 /**
- * The demo on real services: RabbitMQ (amqplib, via twophase/rabbitmq) and/or Redis (ioredis,
- * via twophase/redis). Each worker gets its own RabbitMQ connection, so "crashing" a worker
- * destroys its socket and the broker redelivers its unacked messages.
+ * The demo on real services: RabbitMQ (amqplib, via twophase/rabbitmq) or Kafka (kafkajs, via
+ * twophase/kafka, in ./kafka.ts), and/or Redis (ioredis, via twophase/redis). Each RabbitMQ worker
+ * gets its own connection, so "crashing" a worker destroys its socket and the broker redelivers
+ * its unacked messages.
  *
- * AMQP_URL (default amqp://guest:guest@127.0.0.1:5672) and REDIS_URL (default
- * redis://127.0.0.1:6379) point elsewhere.
+ * TWOPHASE_AMQP_URL (default amqp://guest:guest@127.0.0.1:5672), TWOPHASE_REDIS_URL (default
+ * redis://127.0.0.1:6379) and TWOPHASE_KAFKA_BROKERS (default 127.0.0.1:9092) point elsewhere
+ * (../../shared/env.ts).
  */
 import { randomUUID } from 'node:crypto';
 import amqplib from 'amqplib';
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import { InMemoryClaimer, MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { delayQueueName, HEADERS, RabbitMqPublisher, RabbitMqSource } from '../../../adapters/rabbitmq';
 import { RedisClaimer } from '../../../adapters/redis';
 import { type Claimer, silentLogger } from '../../../src';
+import { serviceSettings } from '../../shared/env';
 import type { CrashableSource, DemoMessage, DemoStack } from '../stack';
+import { kafkaStack } from './kafka';
 
-const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-export async function realStack(broker: 'memory' | 'rabbitmq', claimerKind: 'memory' | 'redis'): Promise<DemoStack> {
+export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimerKind: 'memory' | 'redis'): Promise<DemoStack> {
+  const { amqpUrl: AMQP_URL, redisUrl: REDIS_URL, kafkaBrokers } = serviceSettings();
   const run = randomUUID().slice(0, 8);
   let redis: Redis | undefined;
   let claimer: Claimer;
@@ -32,7 +34,8 @@ export async function realStack(broker: 'memory' | 'rabbitmq', claimerKind: 'mem
     claimer = new InMemoryClaimer();
   }
   const replicas = claimerKind === 'memory' ? 1 : 4;
-  const label = `${broker === 'rabbitmq' ? 'RabbitMQ' : 'in-process broker'} + ${claimerKind === 'redis' ? 'RedisClaimer (Redis)' : 'InMemoryClaimer'}`;
+  const brokerLabel = { memory: 'in-process broker', rabbitmq: 'RabbitMQ', kafka: 'Kafka' }[broker];
+  const label = `${brokerLabel} + ${claimerKind === 'redis' ? 'RedisClaimer (Redis)' : 'InMemoryClaimer'}`;
   const closeClaimer = async () => {
     if (redis) {
       // Leave nothing behind: the demo's keys live under their own prefix.
@@ -41,6 +44,8 @@ export async function realStack(broker: 'memory' | 'rabbitmq', claimerKind: 'mem
       redis.disconnect();
     }
   };
+
+  if (broker === 'kafka') return kafkaStack({ run, brokers: kafkaBrokers, claimer, replicas, label, closeClaimer });
 
   if (broker === 'memory') {
     const memory = new MemoryBroker();

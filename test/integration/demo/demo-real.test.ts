@@ -32,12 +32,52 @@ describeWithServices(['rabbitmq', 'redis'], 'demo on RabbitMQ + Redis', () => {
   });
 });
 
+describeWithServices(['kafka', 'redis'], 'demo on Kafka + Redis', () => {
+  test('creates its topic and dead-letter topic, crashes group members at every step, loses nothing, and attributes every duplicated effect to the documented window', () => {
+    const result = runDemo(['--broker', 'kafka', '--claimer', 'redis', '--messages', '1500', '--crash-rate', '0.006', '--seed', '7']);
+    expect(result.stderr).not.toMatch(/Error/);
+    expect(result.stdout).toMatch(/Kafka \+ RedisClaimer/);
+    expect(result.stdout).toMatch(/payments lost \(no effect\)\s+0\n/);
+    expect(result.stdout).toMatch(/duplicated effects: any other cause\s+0\n/);
+    for (const step of ['before the effect', 'after the effect, before the commit', 'after the commit, before the ack']) {
+      expect(result.stdout).toMatch(new RegExp(`crashes: ${step.replace(/[()]/g, '\\$&')}\\s+[1-9]`));
+    }
+    // every poison payment, undecodable message and keyless message reached the dead-letter topic
+    expect(result.stdout).toMatch(/dead letters\s+\d+ = .*permanent_error \d+ \(of 10 poison payments\)/);
+    expect(result.stdout).toMatch(/invalid_body \d+ \(of 2 undecodable messages\)/);
+    expect(result.stdout).toMatch(/missing_key 1 \(of 1 message without a key\)/);
+    expect(result.stdout).toMatch(/VERDICT: PASS/);
+    expect(result.status).toBe(0);
+  });
+});
+
 describe('demo on the embedded default', () => {
   test('passes with no services and exits 0', () => {
     const result = runDemo(['--messages', '2000', '--crash-rate', '0.005', '--seed', '3']);
     expect(result.stdout).toMatch(/in-process broker \+ InMemoryClaimer/);
     expect(result.stdout).toMatch(/VERDICT: PASS/);
     expect(result.status).toBe(0);
+  });
+
+  test('explains how its counts add up: published, deliveries, handler runs and effects are sums of the parts they name', () => {
+    const result = runDemo(['--messages', '2000', '--crash-rate', '0.005', '--seed', '3']);
+    const count = (label: RegExp) => Number(label.exec(result.stdout)?.[1]);
+    const published = /published\s+(\d+) = (\d+) payments \+ (\d+) extra copies .* \+ (\d+) poison \+ (\d+) invalid/.exec(result.stdout);
+    expect(published).not.toBeNull();
+    const [, total, ...parts] = published!.map(Number);
+    expect(parts.reduce((a, b) => a + b, 0)).toBe(total);
+    expect(total).toBe(count(/messages published \(incl\. duplicates, poison, invalid\)\s+(\d+)/));
+    const deliveries = /deliveries\s+(\d+) = (\d+) published \+ (\d+) redeliveries/.exec(result.stdout)!.map(Number);
+    expect(deliveries[2]! + deliveries[3]!).toBe(deliveries[1]);
+    expect(deliveries[1]).toBe(count(/deliveries \(incl\. redeliveries\)\s+(\d+)/));
+    const runs = /handler runs\s+(\d+) = (\d+) payments and poison payments once each \+ (\d+) again/.exec(result.stdout)!.map(Number);
+    expect(runs[2]! + runs[3]!).toBe(runs[1]);
+    const effects = /effects\s+(\d+) = (\d+) payments once \+ (\d+) again/.exec(result.stdout)!.map(Number);
+    expect(effects[2]! + effects[3]!).toBe(effects[1]);
+    expect(effects[3]).toBe(count(/duplicated effects: crash after effect, before commit\s+(\d+)/));
+    // the dead-letter line names, per reason, how many messages the copies are of
+    expect(result.stdout).toMatch(/permanent_error \d+ \(of 10 poison payments\)/);
+    expect(result.stdout).toMatch(/busy\s+\d+ requeues .* neither an attempt nor a duplicate/s);
   });
 
   test('the verdict fails (exit 1) when duplicates are not explained: a control run where each worker keeps its own claims', () => {
