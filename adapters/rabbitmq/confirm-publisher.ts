@@ -5,13 +5,12 @@
  * every publish is `mandatory`, and RabbitMQ sends the `basic.return` of an unroutable mandatory
  * message before its `basic.ack` ("Consumer Acknowledgements and Publisher Confirms" docs, "When
  * Will Published Messages Be Confirmed by the Broker?"), so a return seen by the time the confirm
- * arrives belongs to a publish still waiting. A return is matched to the oldest waiting publish
+ * arrives belongs to a publish still waiting. A return is matched (`publish-match.ts`) to the oldest waiting publish
  * with the same exchange, routing key, message id and body (and, among several, the same
  * headers): no correlation header is added, so the message a reader sees carries only its own
  * headers. Two waiting publishes that match alike are byte-for-byte the same message to the same
  * place, so either may take the return: one of the two copies is reported unroutable either way.
  */
-import { isDeepStrictEqual } from 'node:util';
 import type { Channel, ConsumeMessage, Options } from 'amqplib';
 import type { AmqpConnectionManager } from 'amqp-connection-manager';
 import { type Logger, withDeadline } from '../../src';
@@ -19,6 +18,7 @@ import { SupervisedChannel } from './channel-supervisor';
 import { PublishError, UnroutableError } from './errors';
 import { assertPublishable } from './wire-limits';
 import { HEADERS } from './headers';
+import { matchPublished, type PublishedMessage, returnedMessage } from './publish-match';
 
 /** Options of a {@link ConfirmPublisher}. */
 export interface ConfirmPublisherOptions {
@@ -105,23 +105,13 @@ export class ConfirmPublisher {
 
   private onReturn(message: ConsumeMessage): void {
     const fields = message.fields as unknown as { replyCode?: number; replyText?: string; exchange: string; routingKey: string };
-    const candidates = [...this.pending].filter(
-      (p) => p.returned === undefined && p.exchange === fields.exchange && p.routingKey === fields.routingKey && p.messageId === message.properties.messageId && p.content.equals(message.content),
-    );
-    // Among alike publishes, prefer the one whose headers came back equal (a typed value such as
-    // `{ '!': 'float', … }` comes back as a plain number, so headers alone cannot be the key).
-    const entry = candidates.find((p) => isDeepStrictEqual(p.headers, { ...(message.properties.headers ?? {}) })) ?? candidates[0];
+    const entry = matchPublished(this.pending, returnedMessage(message), (p) => p.returned === undefined);
     if (entry) entry.returned = `${fields.replyCode ?? ''} ${fields.replyText ?? 'returned'}`.trim();
     else this.options.logger.warn({ channel: this.options.name, exchange: fields.exchange, routingKey: fields.routingKey }, 'a returned message matched no publish waiting for its confirm');
   }
 }
 
 /** A publish waiting for its confirm, as far as a `basic.return` can be matched to it. */
-interface PendingPublish {
-  readonly exchange: string;
-  readonly routingKey: string;
-  readonly content: Buffer;
-  readonly messageId: string | undefined;
-  readonly headers: Record<string, unknown>;
+interface PendingPublish extends PublishedMessage {
   returned?: string;
 }

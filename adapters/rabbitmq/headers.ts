@@ -34,6 +34,11 @@ export const HEADERS = {
    * `basic.return`; no longer sent, and removed from copies and deliveries where it is found.
    */
   publishId: 'twophase-publish-id',
+  /**
+   * Per-republish id that earlier versions of the DLQ replay tool added to every replayed copy;
+   * no longer sent, and removed from replayed copies where it is found.
+   */
+  replayId: 'twophase-replay-id',
   /** How many times the DLQ replay tool republished this message. */
   replayCount: 'twophase-replay-count',
   /** When the DLQ replay tool last republished this message, Unix ms. */
@@ -293,11 +298,13 @@ export function replayRoute(message: DeliveredMessage): { exchange: string; rout
 
 /**
  * Properties of a replayed copy: dead-letter headers, broker death headers and the attempt count
- * are dropped (the replay gets a fresh set of attempts), `twophase-replay-count` goes up by one.
+ * are dropped (the replay gets a fresh set of attempts), and so is a `twophase-replay-id` left by
+ * an earlier version; `twophase-replay-count` goes up by one and `twophase-replayed-at` is set.
+ * Every other header is kept as it is.
  */
 export function replayProperties(message: DeliveredMessage, now: number): Options.Publish {
   const headers = baseHeaders(message);
-  for (const name of [...DEAD_LETTER_HEADERS, ...BROKER_DEATH_HEADERS, HEADERS.attempts, HEADERS.requeueCause]) delete headers[name];
+  for (const name of [...DEAD_LETTER_HEADERS, ...BROKER_DEATH_HEADERS, HEADERS.attempts, HEADERS.requeueCause, HEADERS.replayId]) delete headers[name];
   headers[HEADERS.replayCount] = (readCount(message.properties.headers, HEADERS.replayCount) ?? 0) + 1;
   headers[HEADERS.replayedAt] = now;
   return copyProperties(message.properties, headers);

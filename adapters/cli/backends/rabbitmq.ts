@@ -8,9 +8,20 @@
  * process dies, every message taken and not yet acked returns to the DLQ (the broker requeues
  * unacknowledged messages of a closed connection).
  */
-import { randomBytes } from 'node:crypto';
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
-import { assertPublishable, BrokerConnectionError, HEADERS, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
+import {
+  assertPublishable,
+  BrokerConnectionError,
+  deadLetteredMessage,
+  HEADERS,
+  matchPublished,
+  type PublishedMessage,
+  readCount,
+  readString,
+  replayProperties,
+  replayRoute,
+  returnedMessage,
+} from '../../rabbitmq';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayOpenContext } from '../replay-backend';
 import { replayKeyOf } from '../replay-key';
 
@@ -49,11 +60,21 @@ interface RabbitItem extends ReplayItem {
 }
 
 /**
- * Header set on every replay copy: `<run id>:<sequence>`, unique per republish. Matches a
- * `basic.return` to its publish while several publishes are in flight, and recognises the
- * broker's dead-lettered copy of a refused republish (`x-overflow: reject-publish-dlx`).
+ * A republish the tool is waiting on: for its confirm, or, after the broker refused it, for the
+ * broker's dead-lettered copy. A replay copy carries no correlation header: a `basic.return` and a
+ * dead-lettered copy are matched to it by exchange, routing key, message id, body and headers
+ * (`matchPublished`, oldest waiting first), as the adapter's publisher matches its returns.
  */
-export const REPLAY_ID_HEADER = 'twophase-replay-id';
+interface PendingReplay extends PublishedMessage {
+  /** The broker answered the publish (ack or nack): a `basic.return`, which comes before the answer, is no longer for it. */
+  answered: boolean;
+  /** The `basic.return` text, once one came. */
+  returned?: string;
+  /** The broker's dead-lettered copy of it was seen on the watch queue. */
+  copySeen: boolean;
+  /** Called when that copy is seen, while {@link RabbitMqReplayBackend.refused} waits for it. */
+  onCopy?: () => void;
+}
 
 /** Default of {@link RabbitMqReplayOptions.getChannels}. */
 const DEFAULT_GET_CHANNELS = 4;
@@ -83,15 +104,10 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   private wakeReaders: (() => void) | undefined;
   private readonly held: { readonly message: GetMessage; readonly channel: Channel }[] = [];
   private readonly knownExchanges = new Map<string, Promise<void>>([['', Promise.resolve()]]);
-  /** Replay ids of publishes in flight → the `basic.return` text, once one came. */
-  private readonly inFlight = new Map<string, string | undefined>();
-  /** Replay id → resolves when the broker's dead-lettered copy of that republish was seen. */
-  private readonly copyWaiters = new Map<string, () => void>();
-  private readonly copiesSeen = new Set<string>();
+  /** Republishes waiting for their confirm or, once refused, for their dead-lettered copy; oldest first. */
+  private readonly pending = new Set<PendingReplay>();
   private watch: { queue: Promise<string>; bound: Map<string, Promise<void>> } | undefined;
   private readonly removed = new WeakSet<GetMessage>();
-  private readonly runId = randomBytes(6).toString('hex');
-  private sequence = 0;
   private notice: ReplayOpenContext['notice'] = () => undefined;
   private checkedFirst = false;
   private closed = false;
@@ -112,10 +128,10 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     this.publishChannel = await this.model.createConfirmChannel();
     this.publishChannel.on('error', () => undefined);
     this.publishChannel.on('return', (message: GetMessage) => {
-      const id = readString(message.properties.headers, REPLAY_ID_HEADER);
-      if (id === undefined || !this.inFlight.has(id)) return;
+      const entry = matchPublished(this.pending, returnedMessage(message), (p) => !p.answered && p.returned === undefined);
+      if (!entry) return;
       const fields = message.fields as unknown as { replyCode?: number; replyText?: string };
-      this.inFlight.set(id, `${fields.replyCode ?? ''} ${fields.replyText ?? 'returned'}`.trim());
+      entry.returned = `${fields.replyCode ?? ''} ${fields.replyText ?? 'returned'}`.trim();
     });
     const probe = await this.model.createChannel();
     probe.on('error', () => undefined);
@@ -226,9 +242,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     if (!route) throw new ReplayItemError('the message records no original exchange and routing key (no twophase headers, no x-death)');
     await this.ensureExchange(route.exchange);
     const channel = this.publishChannel!;
-    const id = `${this.runId}:${++this.sequence}`;
-    const base = replayProperties(item.message, Date.now());
-    const properties = { ...base, headers: { ...base.headers, [REPLAY_ID_HEADER]: id }, mandatory: true };
+    const properties = { ...replayProperties(item.message, Date.now()), mandatory: true };
     try {
       // amqplib fails an unencodable publish only after registering its confirm callback.
       const frameMax = (this.model?.connection as unknown as { frameMax?: number } | undefined)?.frameMax;
@@ -238,26 +252,37 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     }
     // Bound before the publish, so the broker's copy of a refused republish cannot be missed.
     await this.watchDeadLetters(item.message);
-    this.inFlight.set(id, undefined);
-    let returned: string | undefined;
+    const entry: PendingReplay = {
+      exchange: route.exchange,
+      routingKey: route.routingKey,
+      content: item.message.content,
+      messageId: properties.messageId,
+      headers: properties.headers ?? {},
+      answered: false,
+      copySeen: false,
+    };
+    this.pending.add(entry);
     try {
       await withTimeout(
         new Promise<void>((resolve, reject) => {
-          channel.publish(route.exchange, route.routingKey, item.message.content, properties, (error: unknown) => (error ? reject(error) : resolve()));
+          channel.publish(route.exchange, route.routingKey, item.message.content, properties, (error: unknown) => {
+            entry.answered = true;
+            if (error) reject(error);
+            else resolve();
+          });
         }),
         this.options.publishTimeoutMs ?? 10_000,
       );
     } catch (error) {
       // amqplib rejects a nacked publish with "message nacked" (0.10); match loosely across versions.
-      if (error instanceof Error && /\bnack/i.test(error.message)) throw await this.refused(item, route, id);
+      if (error instanceof Error && /\bnack/i.test(error.message)) throw await this.refused(item, route, entry);
       throw error;
     } finally {
-      // A basic.return comes before the confirm of its publish.
-      returned = this.inFlight.get(id);
-      this.inFlight.delete(id);
+      this.pending.delete(entry);
     }
-    if (returned !== undefined) {
-      throw new ReplayItemError(`unroutable: no queue is bound to ${describe(route).description} (${returned}); left in the DLQ`);
+    // A basic.return comes before the confirm of its publish.
+    if (entry.returned !== undefined) {
+      throw new ReplayItemError(`unroutable: no queue is bound to ${describe(route).description} (${entry.returned}); left in the DLQ`);
     }
     return describe(route);
   }
@@ -297,9 +322,9 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
    * message, not two. Otherwise the original stays. Either way the run stops: a full queue
    * refuses the next messages too.
    */
-  private async refused(item: RabbitItem, route: { exchange: string; routingKey: string }, id: string): Promise<ReplayItemError> {
+  private async refused(item: RabbitItem, route: { exchange: string; routingKey: string }, entry: PendingReplay): Promise<ReplayItemError> {
     const where = describe(route).description;
-    const copied = await this.waitForCopy(id, this.options.refusedCopyWaitMs ?? DEFAULT_REFUSED_COPY_WAIT_MS);
+    const copied = await this.waitForCopy(entry, this.options.refusedCopyWaitMs ?? DEFAULT_REFUSED_COPY_WAIT_MS);
     if (copied) {
       await this.remove(item);
       return new ReplayItemError(
@@ -316,19 +341,20 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     );
   }
 
-  private waitForCopy(id: string, ms: number): Promise<boolean> {
-    if (this.copiesSeen.delete(id)) return Promise.resolve(true);
+  /** Resolves true once the broker's dead-lettered copy of `entry` was seen (maybe already), false after `ms`. */
+  private waitForCopy(entry: PendingReplay, ms: number): Promise<boolean> {
+    if (entry.copySeen) return Promise.resolve(true);
     if (!this.watch) return Promise.resolve(false);
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => {
-        this.copyWaiters.delete(id);
+        entry.onCopy = undefined;
         resolve(false);
       }, ms);
-      this.copyWaiters.set(id, () => {
+      entry.onCopy = () => {
         clearTimeout(timer);
-        this.copyWaiters.delete(id);
+        entry.onCopy = undefined;
         resolve(true);
-      });
+      };
     });
   }
 
@@ -337,6 +363,10 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
    * DLQ message (its dead-letter exchange), so a copy the broker dead-letters into the same DLQ
    * during the run is seen too. Messages of the DLQ published to the default exchange have no
    * such exchange; their refused copies cannot be recognised (the original then stays).
+   *
+   * A copy is taken as the broker's dead-letter of a waiting republish when its newest `x-death`
+   * entry names that republish's exchange and routing key and it has the same message id, body
+   * and (less the broker's death headers) headers; the oldest such republish not yet matched takes it.
    */
   private async watchDeadLetters(message: GetMessage): Promise<void> {
     const exchange = message.fields.exchange;
@@ -348,11 +378,12 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
         await channel.consume(
           name,
           (copy) => {
-            const id = copy ? readString(copy.properties.headers, REPLAY_ID_HEADER) : undefined;
-            if (id === undefined || !id.startsWith(`${this.runId}:`)) return;
-            const waiter = this.copyWaiters.get(id);
-            if (waiter) waiter();
-            else if (this.inFlight.has(id)) this.copiesSeen.add(id);
+            const published = copy ? deadLetteredMessage(copy) : undefined;
+            if (!published) return;
+            const entry = matchPublished(this.pending, published, (p) => !p.copySeen);
+            if (!entry) return;
+            entry.copySeen = true;
+            entry.onCopy?.();
           },
           { noAck: true },
         );

@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ack, PermanentError } from '../../../src';
-import { HEADERS } from '../../../adapters/rabbitmq';
+import { BROKER_DEATH_HEADERS, HEADERS } from '../../../adapters/rabbitmq';
 import { EXIT, runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
@@ -62,6 +62,38 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     await waitFor(() => f.consumer.health().inFlight === 0, 'settled');
     expect(await h.admin.messageCount(f.dlq)).toBe(0);
     expect(f.effects.total).toBe(1);
+  });
+
+  test('a replayed message carries the DLQ copy\'s headers less the dead-letter ones, plus the replay count and time: no internal twophase-* header leaks', async () => {
+    const f = await poisonFixture(1, { permanent: true });
+    const target = h.queue('replay-headers-target');
+    const ch = await h.admin.ch();
+    await ch.assertQueue(target, { durable: true });
+    // The DLQ copy as the tool will take it (looked at, then put back).
+    const dead = await ch.get(f.dlq, { noAck: false });
+    expect(dead).not.toBe(false);
+    if (dead === false) return;
+    const deadHeaders = { ...(dead.properties.headers ?? {}) };
+    ch.nack(dead, false, true);
+    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 1, 'the DLQ copy back in the DLQ');
+
+    const { io } = capture();
+    expect(await runCli(['dlq', 'replay', f.dlq, '--url', AMQP_URL, '--to-queue', target], { io })).toBe(EXIT.ok);
+    await waitFor(async () => (await h.admin.messageCount(target)) === 1, 'replayed copy at the target');
+    const [replayed] = await h.admin.drain(target);
+    const headers = replayed!.properties.headers ?? {};
+
+    // No twophase-* header that the DLQ copy did not have, except the two documented replay headers.
+    const replayHeaders: string[] = [HEADERS.replayCount, HEADERS.replayedAt];
+    const added = Object.keys(headers).filter((name) => name.startsWith('twophase-') && !(name in deadHeaders) && !replayHeaders.includes(name));
+    expect(added).toEqual([]);
+    // Exactly the DLQ copy's headers, less the dead-letter ones (docs/rabbitmq.md), with their values.
+    const expected: Record<string, unknown> = { ...deadHeaders };
+    for (const name of [HEADERS.reason, HEADERS.errorMessage, HEADERS.errorType, HEADERS.rejectedAt, HEADERS.originalQueue, HEADERS.attempts, HEADERS.requeueCause, ...BROKER_DEATH_HEADERS]) delete expected[name];
+    expect(Object.keys(headers).sort()).toEqual([...Object.keys(expected), ...replayHeaders].sort());
+    for (const [name, value] of Object.entries(expected)) expect([name, headers[name]]).toEqual([name, value]);
+    expect(headers[HEADERS.replayCount]).toBe(1);
+    expect(replayed!.properties.messageId).toBe('pay-0');
   });
 
   // The release before a dead-letter resets the key's attempt count, so the replay starts at attempt 1.

@@ -107,7 +107,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: foreign headers on copies, read ba
       for (const name of EXACT) expect([name, replayed[name]]).toEqual([name, original[name]]);
       for (const [name, value] of Object.entries(LOSSY)) expect([name, replayed[name]]).toEqual([name, value]);
       expect(replayed[HEADERS.replayCount]).toEqual({ t: 'Byte', v: '1' });
-      for (const name of [HEADERS.publishId, HEADERS.reason, HEADERS.attempts, 'x-death']) expect(replayed).not.toHaveProperty(name);
+      for (const name of [HEADERS.publishId, HEADERS.replayId, HEADERS.reason, HEADERS.attempts, 'x-death']) expect(replayed).not.toHaveProperty(name);
     });
   });
 });

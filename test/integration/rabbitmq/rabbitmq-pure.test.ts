@@ -12,6 +12,9 @@ import {
   pickDelayTier,
   planTopology,
   priorAttempts,
+  deadLetteredMessage,
+  matchPublished,
+  type PublishedMessage,
   replayProperties,
   replayRoute,
   resolveSourceOptions,
@@ -141,7 +144,7 @@ describe('header mapping', () => {
       [HEADERS.errorMessage]: 'boom',
       [HEADERS.errorType]: 'Error',
     });
-    const dlqMessage = message({ ...dead.headers, 'x-death': [{ queue: 'x' }] }, { exchange: 'orders.dlx', routingKey: 'orders-queue' });
+    const dlqMessage = message({ ...dead.headers, 'x-death': [{ queue: 'x' }], [HEADERS.replayId]: 'left-by-an-earlier-version:1' }, { exchange: 'orders.dlx', routingKey: 'orders-queue' });
     expect(replayRoute(dlqMessage)).toEqual({ exchange: 'orders', routingKey: 'order.created' });
     const replay = replayProperties(dlqMessage, 99);
     expect(replay.headers).toEqual({ [HEADERS.originalExchange]: 'orders', [HEADERS.originalRoutingKey]: 'order.created', [HEADERS.replayCount]: 1, [HEADERS.replayedAt]: 99 });
@@ -321,5 +324,42 @@ describe('assertEncodableHeaders (amqplib codec)', () => {
     expect(() => assertPublishable('', 'q', 10, { priority: 300 }, 'p')).toThrow(ConfigurationError);
     expect(() => assertPublishable('', 'q', 10, { headers: { big: 'x'.repeat(70_000) } }, 'p')).toThrow(MessageTooLargeError);
     expect(() => assertPublishable('ex', 'q', 10, { messageId: 'm'.repeat(255), headers: { a: 1 }, expiration: 1000, persistent: true }, 'p')).not.toThrow();
+  });
+});
+
+describe('matching a copy the broker hands back to its publish (no correlation header)', () => {
+  const sent = (n: number, headers: Record<string, unknown>, over: Partial<PublishedMessage> = {}) => ({ n, exchange: 'ex', routingKey: 'rk', content: Buffer.from('body'), messageId: 'm', headers, ...over });
+
+  test('the oldest waiting publish with the same exchange, routing key, message id and body; equal headers break ties; eligibility filters', () => {
+    const waiting = [sent(1, { a: 1 }, { routingKey: 'other' }), sent(2, { a: 2 }), sent(3, { a: 3 }), sent(4, { a: 3 }, { content: Buffer.from('else') })];
+    const seen = { exchange: 'ex', routingKey: 'rk', content: Buffer.from('body'), messageId: 'm', headers: { a: 3 } };
+    expect(matchPublished(waiting, seen)?.n).toBe(3);
+    expect(matchPublished(waiting, { ...seen, headers: { a: 9 } })?.n).toBe(2);
+    expect(matchPublished(waiting, seen, (p) => p.n !== 3)?.n).toBe(2);
+    expect(matchPublished(waiting, { ...seen, messageId: undefined })).toBeUndefined();
+  });
+
+  test('a dead-lettered copy is read as its publish: route from the newest x-death entry, headers without the broker\'s death headers', () => {
+    const copy = {
+      content: Buffer.from('body'),
+      properties: {
+        messageId: 'm',
+        headers: {
+          a: 1,
+          'x-death': [
+            { count: 1, reason: 'maxlen' as const, queue: 'work', time: { '!': 'timestamp' as const, value: 2 }, exchange: '', 'routing-keys': ['work'] },
+            { count: 1, reason: 'rejected' as const, queue: 'q', time: { '!': 'timestamp' as const, value: 1 }, exchange: 'old', 'routing-keys': ['old'] },
+          ],
+          'x-first-death-exchange': 'old',
+          'x-first-death-queue': 'q',
+          'x-first-death-reason': 'rejected',
+          'x-last-death-exchange': '',
+          'x-last-death-queue': 'work',
+          'x-last-death-reason': 'maxlen',
+        },
+      },
+    };
+    expect(deadLetteredMessage(copy)).toEqual({ exchange: '', routingKey: 'work', content: Buffer.from('body'), messageId: 'm', headers: { a: 1 } });
+    expect(deadLetteredMessage({ content: Buffer.from('body'), properties: { headers: { a: 1 } } })).toBeUndefined();
   });
 });
