@@ -5,6 +5,7 @@
 export * from './errors';
 export * from './claimer';
 export * from './limits';
+export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
 export { validateKey, namespaceKey, digestKey, validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
 export { type Clock, monotonicClock } from './clock';
