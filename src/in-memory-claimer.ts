@@ -10,6 +10,7 @@ import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult }
 import { type Clock, monotonicClock } from './clock';
 import { ConfigurationError, KeyConflictError } from './errors';
 import { validateClaimOptions, validateKey } from './keys';
+import { checkKnownOptions, optionNames } from './known-options';
 import { DEFAULT_MAX_RESULT_BYTES } from './limits';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt } from './receipt';
 import { decodeResult } from './result-codec';
@@ -23,6 +24,8 @@ export interface InMemoryClaimerOptions {
   /** Records inspected for expiry per claim by the amortised sweep. Default 4. */
   readonly sweepPerClaim?: number;
 }
+
+const IN_MEMORY_OPTION_NAMES = optionNames<InMemoryClaimerOptions>()(['clock', 'maxResultBytes', 'sweepPerClaim']);
 
 interface KeyRecord {
   /** The record's own key, so the sweep can walk `records.values()` (no entry pair per step). */
@@ -64,8 +67,9 @@ export class InMemoryClaimer implements Claimer {
     extend: async (lease, ttlMs) => this.extendLease(lease, ttlMs),
   };
 
-  /** @throws ConfigurationError for a non-positive maxResultBytes or sweepPerClaim */
+  /** @throws ConfigurationError for a non-positive maxResultBytes or sweepPerClaim, or an unknown option name */
   constructor(options: InMemoryClaimerOptions = {}) {
+    checkKnownOptions('InMemoryClaimer options', options, IN_MEMORY_OPTION_NAMES);
     this.clock = options.clock ?? monotonicClock;
     this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
     this.sweepPerClaim = options.sweepPerClaim ?? 4;

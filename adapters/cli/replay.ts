@@ -1,6 +1,7 @@
 /**
  * The broker-independent replay loop of `twophase dlq replay`.
  */
+import { checkKnownOptions, optionNames } from '../../src';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from './replay-backend';
 
 /** Options of one replay run. */
@@ -57,6 +58,7 @@ export interface ReplaySummary {
  * the `done` event.
  */
 export async function replayDeadLetters(backend: ReplayBackend, options: ReplayOptions, onEvent: (event: ReplayEvent) => void): Promise<ReplaySummary> {
+  checkKnownOptions('replayDeadLetters options', options, optionNames<ReplayOptions>()(['source', 'limit', 'dryRun', 'signal']));
   const started = Date.now();
   const counts = { examined: 0, replayed: 0, wouldReplay: 0, skipped: 0, failed: 0 };
   let interrupted = false;

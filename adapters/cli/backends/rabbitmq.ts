@@ -9,6 +9,7 @@
  * unacknowledged messages of a closed connection).
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage } from 'amqplib';
+import { checkKnownOptions, optionNames } from '../../../src';
 import { assertPublishable, HEADERS, idempotencyKeyOf, readCount, readString, replayProperties, replayRoute } from '../../rabbitmq';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError } from '../replay-backend';
 
@@ -47,6 +48,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   private closed = false;
 
   constructor(private readonly options: RabbitMqReplayOptions = {}) {
+    checkKnownOptions('RabbitMqReplayBackend options', options, optionNames<RabbitMqReplayOptions>()(['url', 'toExchange', 'toRoutingKey', 'toQueue', 'publishTimeoutMs']));
     if (options.toExchange !== undefined && options.toQueue !== undefined) {
       throw new ReplayItemError('give either toExchange or toQueue, not both');
     }
