@@ -144,6 +144,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     return this.options.name;
   }
 
+  /** How long `stop()` waits for in-flight handlers, ms (read by `runConsumers` for its exit deadline). */
+  get shutdownTimeoutMs(): number {
+    return this.options.shutdownTimeoutMs;
+  }
+
   /**
    * Decodes the raw body. Default: UTF-8 JSON. Throw to dead-letter the delivery with reason
    * `invalid_body` (no claim is made).

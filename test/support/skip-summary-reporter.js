@@ -26,7 +26,7 @@ function summariseSkips(fileResults, rootDir) {
       const index = test.ancestorTitles.findIndex((t) => REASON.test(t));
       const group = index >= 0 ? test.ancestorTitles.slice(0, index + 1).join(' › ') : [...test.ancestorTitles, test.title].join(' › ');
       const reason =
-        index >= 0 ? REASON.exec(test.ancestorTitles[index])[1] : test.status === 'todo' ? 'todo' : 'skipped in the code (it.skip / describe.skip)';
+        index >= 0 ? REASON.exec(test.ancestorTitles[index])[1] : test.status === 'todo' ? 'todo' : 'skipped in the code (it.skip / describe.skip) or by a name filter (-t)';
       const id = `${relative}\u0000${group}`;
       const entry = groups.get(id) ?? { file: relative, group: group.replace(/ \[skipped: .*\]$/, ''), reason, tests: 0 };
       entry.tests++;

@@ -27,7 +27,7 @@ describe('skip summary reporter', () => {
     const entries = reporter.summariseSkips(results, root);
     expect(entries).toEqual([
       { file: 'test/integration/redis/redis-claimer.test.ts', group: 'RedisClaimer', reason: 'redis not reachable at 127.0.0.1:6379 (start redis-server)', tests: 2 },
-      { file: 'test/unit/a.test.ts', group: 'a › later', reason: 'skipped in the code (it.skip / describe.skip)', tests: 1 },
+      { file: 'test/unit/a.test.ts', group: 'a › later', reason: 'skipped in the code (it.skip / describe.skip) or by a name filter (-t)', tests: 1 },
       { file: 'test/unit/a.test.ts', group: 'idea', reason: 'todo', tests: 1 },
     ]);
     const text = reporter.formatSkips(entries);

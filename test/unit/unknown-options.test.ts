@@ -117,7 +117,7 @@ describe('adapter constructors', () => {
     refused(() => new KafkaSource({ kafka }, { ...base, fromBegining: true } as never), 'fromBegining', 'fromBeginning');
     refused(() => new KafkaSource({ kafka }, { ...base, consumer: { sessionTimout: 10_000 } } as never), 'sessionTimout', 'sessionTimeout');
     refused(() => new KafkaSource({ kafka }, { ...base, deadLetterBackoff: { maxDelay: 10 } } as never), 'maxDelay', 'maxDelayMs');
-    refused(() => new KafkaSource({ kafka, kafkaClient: 1 } as never, base), 'kafkaClient', 'kafka');
+    refused(() => new KafkaSource({ kafka, kafa: 1 } as never, base), 'kafa', 'kafka');
   });
 
   it('KeyedProducer', () => {
