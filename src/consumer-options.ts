@@ -9,6 +9,7 @@ import { MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
 import { guardLogger, type Logger } from './logger';
 import type { ConsumerObserver } from './observer';
 import type { BackoffPolicy } from './retry';
+import { retryHorizonMs } from './retry-horizon';
 import type { MessageSource } from './source';
 import type { DeploymentDeclaration } from './startup-validation';
 
@@ -177,6 +178,13 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   (resolved as { logger: Logger }).logger = guardLogger(resolved.logger);
   if (!Array.isArray(resolved.observers) || resolved.observers.some((o) => !o || typeof o !== 'object')) {
     throw new ConfigurationError('observers must be an array of ConsumerObserver objects');
+  }
+  const horizonMs = retryHorizonMs(resolved);
+  if (resolved.doneTtlMs < horizonMs) {
+    resolved.logger.warn(
+      { consumer: resolved.name, doneTtlMs: resolved.doneTtlMs, retryHorizonMs: horizonMs },
+      'doneTtlMs is shorter than the retry horizon (longest time from first delivery to dead-letter through retries and busy requeues): a copy of a message still being retried may outlive the committed record and repeat its effect; raise doneTtlMs',
+    );
   }
   if (!resolved.keepAlive && resolved.handlerTimeoutMs === undefined) {
     resolved.logger.warn({ consumer: resolved.name }, 'keepAlive is off and no handlerTimeoutMs is set: a handler longer than leaseTtlMs lets a duplicate run concurrently');
