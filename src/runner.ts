@@ -133,7 +133,7 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
     }
     firstSignal = signal;
     const started = Date.now();
-    logger.info({ signal, consumers: consumers.length, exitDeadlineMs: exitProcess ? exitDeadlineMs : undefined }, 'twophase: shutting down');
+    logger.info({ signal, consumers: consumers.length, exitProcess, exitDeadlineMs }, 'twophase: shutting down');
     let deadline: NodeJS.Timeout | undefined;
     if (exitProcess) {
       deadline = setTimeout(() => {
