@@ -571,7 +571,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private async runUnguarded(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace): Promise<PendingResult> {
     const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
     this.emit(trace, delivery, 'fail_open', message.key, { attempt });
-    this.logger.warn({ key: message.key }, 'failOpen: running the handler without a claim');
+    if (this.logLimiter.admit('fail_open')) this.logger.warn({ consumer: this.name, key: message.key }, 'failOpen: running the handler without a claim');
     const flight = new Flight(this.onLeaseExtended, this.floodLogger, trace, delivery, message.key, attempt, 0);
     this.flights.add(flight);
     const base = { key: message.key, attempt, fencingToken: 0 };

@@ -59,7 +59,7 @@ export interface ConsumerOptions {
   /**
    * Run the handler WITHOUT a claim when the claim store stays unavailable. Default false: the
    * handler never runs unguarded. Turning it on trades duplicates for availability and logs a
-   * warning at construction and on every unguarded run.
+   * warning at construction and on every unguarded run (rate-limited like every per-message failure line).
    */
   readonly failOpen?: boolean;
   /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
