@@ -140,8 +140,7 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
         const states = consumers.map((c) => c.health()).map((h) => ({ name: h.name, state: h.state, inFlight: h.inFlight }));
         logger.error({ signal, exitDeadlineMs, consumers: states }, 'twophase: graceful shutdown did not finish within exitDeadlineMs; exiting with code 1');
         process.exit(1);
-      }, exitDeadlineMs);
-      deadline.unref();
+      }, exitDeadlineMs); // not unref'd: a shutdown stuck on a promise with no handle left still ends here, with its log line
     }
     const stopped = stop(signal); // removes the first-signal handlers before its first await
     // Listen again at once: a second signal must still be ours (the default action would kill the

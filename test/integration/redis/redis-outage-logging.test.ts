@@ -13,8 +13,8 @@ import { RedisServerProcess } from './support/redis-process';
 
 class Held extends ConsumerBase<unknown> {
   started = 0;
-  release!: () => void;
-  private readonly gate = new Promise<void>((resolve) => (this.release = resolve));
+  open!: () => void;
+  private readonly gate = new Promise<void>((resolve) => (this.open = resolve));
   async handle(): Promise<Disposition> {
     this.started++;
     await this.gate;
@@ -53,7 +53,7 @@ describeWithServices(['redis'], 'failure lines while Redis is down (private redi
       await waitFor(() => consumer.started === 20, 10_000);
       await server.stop();
       await waitFor(() => claimer.stats.notReady >= 300, 20_000); // ~15 extension rounds of 20 handlers
-      consumer.release();
+      consumer.open();
       await waitFor(() => consumer.health().inFlight === 0, 20_000);
       await consumer.stop();
     } finally {
