@@ -13,9 +13,10 @@ import { ConfigurationError } from './errors';
  * @param where - what the options configure, printed first (`RedisClaimer options`, `deployment`)
  * @param options - the caller's options object, not modified
  * @param known - every accepted name
+ * @param hints - for names users are known to try, what to do instead (printed in place of a closest name)
  * @throws ConfigurationError for options that are not an object, or for the first unknown name
  */
-export function checkKnownOptions(where: string, options: unknown, known: readonly string[]): void {
+export function checkKnownOptions(where: string, options: unknown, known: readonly string[], hints: Readonly<Record<string, string>> = {}): void {
   if (options === undefined || options === null) return;
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw new ConfigurationError(`${where} must be an object, got ${describeType(options)}`);
@@ -23,7 +24,7 @@ export function checkKnownOptions(where: string, options: unknown, known: readon
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
     const closest = closestName(name, known);
-    const hint = closest === undefined ? '' : ` (did you mean "${closest}"?)`;
+    const hint = Object.hasOwn(hints, name) ? ` (${hints[name]})` : closest === undefined ? '' : ` (did you mean "${closest}"?)`;
     throw new ConfigurationError(`${where}: unknown option "${name}"${hint}; known options: ${known.join(', ')}`);
   }
 }

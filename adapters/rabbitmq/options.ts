@@ -180,6 +180,10 @@ const SOURCE_OPTION_NAMES = optionNames<RabbitMqSourceOptions>()([
   'connectionName',
   'logger',
 ]);
+const PREFETCH_HINTS = {
+  prefetch: "the prefetch is the consumer's concurrency option",
+  prefetchCount: "the prefetch is the consumer's concurrency option",
+};
 const BINDING_NAMES = optionNames<QueueBinding>()(['exchange', 'routingKey', 'exchangeType']);
 
 /** Queue arguments the adapter manages itself; `queueArguments` may not set them. */
@@ -191,7 +195,7 @@ export const MANAGED_QUEUE_ARGUMENTS = ['x-queue-type', 'x-dead-letter-exchange'
  */
 export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSourceOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError('RabbitMQ source options are required');
-  checkKnownOptions('RabbitMqSource options', options, SOURCE_OPTION_NAMES);
+  checkKnownOptions('RabbitMqSource options', options, SOURCE_OPTION_NAMES, PREFETCH_HINTS);
   if (Array.isArray(options.bindings)) options.bindings.forEach((b, i) => checkKnownOptions(`RabbitMqSource options.bindings[${i}]`, b, BINDING_NAMES));
   const urls = typeof options.url === 'string' ? [options.url] : Array.isArray(options.url) ? [...options.url] : [];
   if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^amqps?:\/\//.test(u))) {

@@ -102,7 +102,9 @@ describe('adapter constructors', () => {
   });
 
   it('RabbitMqSource: prefetch, and a binding field', () => {
-    refused(() => new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', prefetch: 10 } as never), 'prefetch');
+    expect(() => new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', prefetch: 10 } as never)).toThrow(
+      `RabbitMqSource options: unknown option "prefetch" (the prefetch is the consumer's concurrency option)`,
+    );
     refused(() => new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', delayTierMs: [1000] } as never), 'delayTierMs', 'delayTiersMs');
     refused(() => new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', bindings: [{ exchange: 'x', routingkey: 'k' }] } as never), 'routingkey', 'routingKey');
   });
