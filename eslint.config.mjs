@@ -45,8 +45,9 @@ export default tseslint.config(
     },
   },
   {
-    files: ['*.js', '*.cjs'],
+    files: ['*.js', '*.cjs', 'test/**/*.js'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly', __dirname: 'readonly', process: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
     files: ['test/**/*.ts', 'bench/**/*.ts', 'examples/**/*.ts'],

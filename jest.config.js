@@ -8,4 +8,6 @@ module.exports = {
   maxWorkers: 1,
   testTimeout: 60000,
   globalSetup: '<rootDir>/test/support/global-setup.ts',
+  // The default reporter, then a list of every skipped suite with its reason (issue #12 item 10).
+  reporters: ['default', '<rootDir>/test/support/skip-summary-reporter.js'],
 };

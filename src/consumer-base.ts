@@ -20,8 +20,10 @@ import {
   TimeoutError,
 } from './errors';
 import { LazyAbort, LazyContext } from './handler-signal';
+import { FailureLog } from './failure-log';
 import { type KeptLeaseCallbacks, LeaseKeeper } from './keep-alive';
 import { namespaceKey, validateKey } from './keys';
+import { LogLimiter } from './log-limiter';
 import { consoleWarnLogger, type Logger } from './logger';
 import { defaultMessageKey } from './message-key';
 import {
@@ -50,6 +52,8 @@ export interface ConsumerHealth {
   /** True while running and the source reports it is consuming. */
   readonly ready: boolean;
   readonly inFlight: number;
+  /** Dead-letters issued since construction, by reason (`missing_key`, `retry_exhausted`, …). */
+  readonly deadLetters: Readonly<Record<string, number>>;
 }
 
 type HandlerEnd =
@@ -101,6 +105,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   protected readonly options: ResolvedConsumerOptions;
   protected readonly logger: Logger;
   private readonly observation: ObservationFanout;
+  /** Rate-limited failure lines and dead-letter counts (see failure-log.ts). */
+  private readonly logLimiter: LogLimiter;
+  private readonly failures: FailureLog;
+  /** The logger of per-message warnings that can flood (settle and lease-extend failures). */
+  private readonly floodLogger: Logger;
   private readonly limiter: Semaphore;
   /** Deliveries between dispatch and their DeliveryResult. */
   private inFlightCount = 0;
@@ -131,6 +140,9 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.logger = this.options.logger;
     this.observation = new ObservationFanout(this.options.observers, this.logger);
     this.limiter = new Semaphore(this.options.concurrency);
+    this.logLimiter = new LogLimiter(this.logger, { consumer: this.options.name });
+    this.failures = new FailureLog(this.options.name, this.logger, this.logLimiter, this.options.maxAttempts);
+    this.floodLogger = this.logLimiter.limited(this.logger, 'lease_extend_failed');
     this.claimOptions = Object.freeze({ leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs });
     this.keyPrefix = namespaceKey(this.options.name, 'x').slice(0, -1);
     this.keeper = this.options.keepAlive ? new LeaseKeeper(this.options.leaseTtlMs, Math.max(1, Math.floor(this.options.leaseTtlMs / 3))) : undefined;
@@ -151,6 +163,11 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   /** The key namespace. */
   get name(): string {
     return this.options.name;
+  }
+
+  /** How long `stop()` waits for in-flight handlers, ms (read by `runConsumers` for its exit deadline). */
+  get shutdownTimeoutMs(): number {
+    return this.options.shutdownTimeoutMs;
   }
 
   /**
@@ -235,6 +252,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       live: this.state !== 'failed',
       ready: this.state === 'running' && this.options.source.isConsuming?.() !== false,
       inFlight: this.inFlightCount,
+      deadLetters: this.failures.deadLetters(),
     };
   }
 
@@ -326,6 +344,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     } catch (error) {
       this.logger.warn({ err: error, consumer: this.name }, 'closing the source failed');
     }
+    this.logLimiter.flush(); // the last summary of failures not logged one by one
     this.state = 'stopped';
   }
 
@@ -372,6 +391,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     const final = result as { -readonly [K in keyof DeliveryResult]: DeliveryResult[K] };
     final.durationMs = performance.now() - started;
     trace.end(final);
+    this.failures.record(final);
     permit.release();
     if (--this.inFlightCount === 0 && this.drainWaiters.length > 0) {
       const waiters = this.drainWaiters;
@@ -463,7 +483,6 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     }
     this.emit(trace, delivery, 'claim_failed', key, { error });
     if (this.options.failOpen) return this.runUnguarded(delivery, message, trace);
-    this.logger.warn({ err: error, key }, 'claim store unavailable; requeueing without running the handler');
     return this.requeue(delivery, trace, { cause: 'claimer_unavailable' }, this.options.unavailableRequeueDelayMs, { key, outcome: 'claim_failed', handled: false, error });
   }
 
@@ -481,7 +500,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       return this.deadLetter(delivery, trace, receipt, base, { reason: 'retry_exhausted', attempts: attempt - 1 }, { ...base, outcome: 'retry_exhausted', handled: false });
     }
 
-    const flight = new Flight(this.onLeaseExtended, this.logger, trace, delivery, key, attempt, fencingToken);
+    const flight = new Flight(this.onLeaseExtended, this.floodLogger, trace, delivery, key, attempt, fencingToken);
     this.flights.add(flight);
     const timer =
       this.options.handlerTimeoutMs === undefined
@@ -515,9 +534,6 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       permit.handled = true;
       if (delivery.settler.handled) this.signalHandled(delivery, key);
       const commit = await committing;
-      if (commit.outcome !== 'committed') {
-        this.logger.error({ err: commit.error, key, fencingToken }, `effect applied but ${commit.outcome}: a redelivery after the lease ends may repeat it`);
-      }
       const failed = commit.outcome === 'committed' ? undefined : commit.error;
       this.emit(trace, delivery, commit.outcome, key, { attempt, fencingToken, error: failed });
       if (trace.wrapsSteps) await this.settle(trace, delivery, key, attempt, fencingToken, 'ack', ACK_NEW);
@@ -576,8 +592,8 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   private async runUnguarded(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace): Promise<PendingResult> {
     const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
     this.emit(trace, delivery, 'fail_open', message.key, { attempt });
-    this.logger.warn({ key: message.key }, 'failOpen: running the handler without a claim');
-    const flight = new Flight(this.onLeaseExtended, this.logger, trace, delivery, message.key, attempt, 0);
+    if (this.logLimiter.admit('fail_open')) this.logger.warn({ consumer: this.name, key: message.key }, 'failOpen: running the handler without a claim');
+    const flight = new Flight(this.onLeaseExtended, this.floodLogger, trace, delivery, message.key, attempt, 0);
     this.flights.add(flight);
     const base = { key: message.key, attempt, fencingToken: 0 };
     try {
@@ -693,7 +709,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
   }
 
   private settleFailed(trace: DeliveryTrace, delivery: Delivery, key: string | undefined, attempt: number | undefined, fencingToken: number | undefined, error: unknown): void {
-    this.logger.warn({ err: error, key }, 'broker settle failed; the broker will redeliver and the claim decides');
+    if (this.logLimiter.admit('ack_failed')) this.logger.warn({ err: error, consumer: this.name, key }, 'broker settle failed; the broker will redeliver and the claim decides');
     this.emit(trace, delivery, 'ack_failed', key, { attempt, fencingToken, error });
   }
 

@@ -4,10 +4,12 @@
 import type { Claimer } from './claimer';
 import { ConfigurationError } from './errors';
 import { checkTtl } from './keys';
+import { checkKnownOptions, describeType, optionNames } from './known-options';
 import { MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
 import { guardLogger, type Logger } from './logger';
 import type { ConsumerObserver } from './observer';
 import type { BackoffPolicy } from './retry';
+import { retryHorizonMs } from './retry-horizon';
 import type { MessageSource } from './source';
 import type { DeploymentDeclaration } from './startup-validation';
 
@@ -57,7 +59,7 @@ export interface ConsumerOptions {
   /**
    * Run the handler WITHOUT a claim when the claim store stays unavailable. Default false: the
    * handler never runs unguarded. Turning it on trades duplicates for availability and logs a
-   * warning at construction and on every unguarded run.
+   * warning at construction and on every unguarded run (rate-limited like every per-message failure line).
    */
   readonly failOpen?: boolean;
   /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
@@ -73,6 +75,33 @@ export type ResolvedConsumerOptions = Required<Omit<ConsumerOptions, 'handlerTim
   readonly retryBackoff: BackoffPolicy;
   readonly claimBackoff: BackoffPolicy;
 };
+
+/** Every name ConsumerOptions accepts; any other is refused (issue #12 item 5). */
+const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
+  'name',
+  'claimer',
+  'source',
+  'leaseTtlMs',
+  'doneTtlMs',
+  'concurrency',
+  'maxAttempts',
+  'retryBackoff',
+  'busyRequeueDelayMs',
+  'claimRetries',
+  'claimBackoff',
+  'unavailableRequeueDelayMs',
+  'commitDeadlineMs',
+  'releaseDeadlineMs',
+  'keepAlive',
+  'handlerTimeoutMs',
+  'shutdownTimeoutMs',
+  'deployment',
+  'failOpen',
+  'logger',
+  'observers',
+]);
+const BACKOFF_OPTION_NAMES = optionNames<BackoffPolicy>()(['initialDelayMs', 'maxDelayMs', 'multiplier', 'jitter']);
+const DEPLOYMENT_OPTION_NAMES = optionNames<DeploymentDeclaration>()(['replicas']);
 
 /** Smallest busy and unavailable requeue delay, ms. */
 export const MIN_REQUEUE_DELAY_MS = 10;
@@ -101,6 +130,10 @@ export const CONSUMER_DEFAULTS = {
  */
 export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: Logger): ResolvedConsumerOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError('consumer options are required');
+  checkKnownOptions('consumer options', options, CONSUMER_OPTION_NAMES);
+  checkKnownOptions('retryBackoff', options.retryBackoff, BACKOFF_OPTION_NAMES);
+  checkKnownOptions('claimBackoff', options.claimBackoff, BACKOFF_OPTION_NAMES);
+  checkDeployment(options.deployment);
   if (typeof options.name !== 'string' || options.name.length === 0 || options.name.length > 128) {
     throw new ConfigurationError(`name must be a non-empty string of at most 128 characters, got ${JSON.stringify(options.name)}`);
   }
@@ -146,10 +179,29 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   if (!Array.isArray(resolved.observers) || resolved.observers.some((o) => !o || typeof o !== 'object')) {
     throw new ConfigurationError('observers must be an array of ConsumerObserver objects');
   }
+  const horizonMs = retryHorizonMs(resolved);
+  if (resolved.doneTtlMs < horizonMs) {
+    resolved.logger.warn(
+      { consumer: resolved.name, doneTtlMs: resolved.doneTtlMs, retryHorizonMs: horizonMs },
+      'doneTtlMs is shorter than the retry horizon (longest time from first delivery to dead-letter through retries and busy requeues): a copy of a message still being retried may outlive the committed record and repeat its effect; raise doneTtlMs',
+    );
+  }
   if (!resolved.keepAlive && resolved.handlerTimeoutMs === undefined) {
     resolved.logger.warn({ consumer: resolved.name }, 'keepAlive is off and no handlerTimeoutMs is set: a handler longer than leaseTtlMs lets a duplicate run concurrently');
   }
   return resolved;
+}
+
+/**
+ * `deployment` at construction: known names only, and `replicas` an integer ≥ 1 (a misspelled
+ * or mistyped declaration would otherwise turn the in-memory/replicas startup check off).
+ */
+function checkDeployment(deployment: unknown): void {
+  checkKnownOptions('deployment', deployment, DEPLOYMENT_OPTION_NAMES);
+  const replicas = (deployment as DeploymentDeclaration | undefined)?.replicas;
+  if (replicas !== undefined && (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1)) {
+    throw new ConfigurationError(`deployment.replicas must be an integer ≥ 1, got ${describeType(replicas)}`);
+  }
 }
 
 function checkInt(field: string, value: unknown, min: number, max: number): void {

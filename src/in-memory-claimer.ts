@@ -10,6 +10,7 @@ import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult }
 import { type Clock, monotonicClock } from './clock';
 import { ConfigurationError, KeyConflictError } from './errors';
 import { validateClaimOptions, validateKey } from './keys';
+import { checkKnownOptions, optionNames } from './known-options';
 import { DEFAULT_MAX_RESULT_BYTES } from './limits';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt } from './receipt';
 import { decodeResult } from './result-codec';
@@ -22,7 +23,18 @@ export interface InMemoryClaimerOptions {
   readonly maxResultBytes?: number;
   /** Records inspected for expiry per claim by the amortised sweep. Default 4. */
   readonly sweepPerClaim?: number;
+  /**
+   * Most records held (live leases, done keys, retained attempt counts). Default: no bound (memory
+   * is bounded only by the keys seen within their done TTL: about 250 bytes of heap per key plus
+   * the key string, see README "InMemoryClaimer memory"). When a new key would pass it, the oldest committed records are evicted
+   * first, then released or expired ones; live leases never. Each eviction is counted in
+   * {@link InMemoryClaimer.evictions}: an evicted done key is forgotten, so a redelivery of its
+   * message runs the effect again. Integer ≥ 1.
+   */
+  readonly maxKeys?: number;
 }
+
+const IN_MEMORY_OPTION_NAMES = optionNames<InMemoryClaimerOptions>()(['clock', 'maxResultBytes', 'sweepPerClaim', 'maxKeys']);
 
 interface KeyRecord {
   /** The record's own key, so the sweep can walk `records.values()` (no entry pair per step). */
@@ -58,14 +70,19 @@ export class InMemoryClaimer implements Claimer {
   /** Owner tokens are this random instance id plus the fencing token: unique without a UUID per claim. */
   private readonly instanceId = randomUUID();
   private sweepCursor: Iterator<KeyRecord> | undefined;
+  private readonly maxKeys: number | undefined;
+  /** With maxKeys: done records in commit order, oldest first (entries whose record changed since are stale and skipped). */
+  private readonly committedOrder = new Map<string, KeyRecord>();
+  private evicted = 0;
   private readonly operations: LeaseOperations = {
     commit: async (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
     release: async (lease, resetAttempts) => this.releaseLease(lease, resetAttempts),
     extend: async (lease, ttlMs) => this.extendLease(lease, ttlMs),
   };
 
-  /** @throws ConfigurationError for a non-positive maxResultBytes or sweepPerClaim */
+  /** @throws ConfigurationError for a non-positive maxResultBytes or sweepPerClaim, or an unknown option name */
   constructor(options: InMemoryClaimerOptions = {}) {
+    checkKnownOptions('InMemoryClaimer options', options, IN_MEMORY_OPTION_NAMES);
     this.clock = options.clock ?? monotonicClock;
     this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
     this.sweepPerClaim = options.sweepPerClaim ?? 4;
@@ -75,6 +92,15 @@ export class InMemoryClaimer implements Claimer {
     if (!Number.isInteger(this.sweepPerClaim) || this.sweepPerClaim < 1) {
       throw new ConfigurationError(`sweepPerClaim must be an integer ≥ 1, got ${this.sweepPerClaim}`);
     }
+    this.maxKeys = options.maxKeys;
+    if (this.maxKeys !== undefined && (!Number.isInteger(this.maxKeys) || this.maxKeys < 1)) {
+      throw new ConfigurationError(`maxKeys must be an integer ≥ 1, got ${String(this.maxKeys)}`);
+    }
+  }
+
+  /** Records evicted to stay within `maxKeys` since construction (each one a key forgotten early). */
+  get evictions(): number {
+    return this.evicted;
   }
 
   /** Number of records held (live leases, done keys, and retained attempt counts). */
@@ -119,6 +145,7 @@ export class InMemoryClaimer implements Claimer {
     if (record?.state === 'leased' && now < record.expiresAt) {
       return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
     }
+    if (record === undefined && this.maxKeys !== undefined && this.records.size >= this.maxKeys) this.evict(now);
     const next: KeyRecord = {
       key,
       state: 'leased',
@@ -149,7 +176,45 @@ export class InMemoryClaimer implements Claimer {
     record.result = resultJson;
     record.expiresAt = now + doneTtlMs;
     record.retainUntil = record.expiresAt;
+    if (this.maxKeys !== undefined) this.noteCommitted(record);
     return 'ok';
+  }
+
+  /** Appends a committed record to the eviction order, and keeps that order's stale entries bounded. */
+  private noteCommitted(record: KeyRecord): void {
+    this.committedOrder.delete(record.key);
+    this.committedOrder.set(record.key, record);
+    for (const [key, entry] of this.committedOrder) {
+      if (this.isCommitted(entry)) break;
+      this.committedOrder.delete(key); // stale head (expired or claimed again)
+    }
+    if (this.committedOrder.size > 2 * this.maxKeys!) {
+      for (const [key, entry] of this.committedOrder) if (!this.isCommitted(entry)) this.committedOrder.delete(key);
+    }
+  }
+
+  private isCommitted(entry: KeyRecord): boolean {
+    return entry.state === 'done' && this.records.get(entry.key) === entry;
+  }
+
+  /**
+   * Frees room for one new key: the oldest committed record, else the oldest released or expired
+   * one; never a live lease (if only live leases are held, the claimer goes over maxKeys).
+   */
+  private evict(now: number): void {
+    for (const [key, entry] of this.committedOrder) {
+      this.committedOrder.delete(key);
+      if (!this.isCommitted(entry)) continue;
+      this.records.delete(key);
+      this.evicted++;
+      return;
+    }
+    for (const record of this.records.values()) {
+      if (record.state === 'leased' && now < record.expiresAt) continue;
+      this.records.delete(record.key);
+      this.evicted++;
+      return;
+    }
   }
 
   /** Store primitive of {@link LeaseReceipt.release}; protected as {@link InMemoryClaimer.commitLease}. */

@@ -7,6 +7,7 @@
 export * from './errors';
 export * from './claimer';
 export * from './limits';
+export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
 export { validateKey, namespaceKey, digestKey, validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
 export { type Clock, monotonicClock } from './clock';
@@ -15,7 +16,7 @@ export { InMemoryClaimer, type InMemoryClaimerOptions } from './in-memory-claime
 export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './delivery';
 export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './settler';
 export { type Disposition, ack, requeue, reject, isDisposition } from './disposition';
-export { type Logger, consoleWarnLogger, silentLogger } from './logger';
+export { type Logger, consoleWarnLogger, consoleInfoLogger, silentLogger } from './logger';
 export {
   OUTCOMES,
   type Outcome,
@@ -43,5 +44,5 @@ export {
 } from './consumer-options';
 export { truncateErrorMessage, errorType } from './settlement';
 export { ConsumerBase, type ConsumerHealth, type ConsumerState } from './consumer-base';
-export { runConsumers, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer } from './runner';
+export { runConsumers, EXIT_MARGIN_MS, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer, type ShutdownStep } from './runner';
 export { Semaphore } from './semaphore';

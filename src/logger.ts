@@ -17,6 +17,15 @@ export const consoleWarnLogger: Logger = {
 };
 
 /**
+ * Like {@link consoleWarnLogger}, with info lines too: the default of `runConsumers`, whose
+ * lifecycle lines ("shutting down", "stopped") are info.
+ */
+export const consoleInfoLogger: Logger = {
+  ...consoleWarnLogger,
+  info: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'info', msg, ...serialise(obj) })}\n`),
+};
+
+/**
  * Wraps `logger` so a call that throws is dropped: the consumer logs on its failure paths, and a
  * broken logger must not turn a handled failure into a lost or stuck delivery.
  */

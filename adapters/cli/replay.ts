@@ -1,6 +1,7 @@
 /**
  * The broker-independent replay loop of `twophase dlq replay`.
  */
+import { checkKnownOptions, optionNames } from '../../src';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayNotice } from './replay-backend';
 
 /** Default of {@link ReplayOptions.window}. */
@@ -86,6 +87,7 @@ export interface ReplaySummary {
  * @throws RangeError for a `window` outside 1 … 1000 (before anything is opened)
  */
 export async function replayDeadLetters(backend: ReplayBackend, options: ReplayOptions, onEvent: (event: ReplayEvent) => void): Promise<ReplaySummary> {
+  checkKnownOptions('replayDeadLetters options', options, optionNames<ReplayOptions>()(['source', 'limit', 'dryRun', 'signal', 'window', 'progressEveryMs']));
   const window = options.window ?? DEFAULT_REPLAY_WINDOW;
   if (!Number.isInteger(window) || window < 1 || window > MAX_REPLAY_WINDOW) throw new RangeError(`window must be an integer in [1, ${MAX_REPLAY_WINDOW}], got ${String(window)}`);
   const progressEveryMs = options.progressEveryMs ?? DEFAULT_PROGRESS_EVERY_MS;

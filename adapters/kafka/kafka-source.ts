@@ -32,6 +32,7 @@
  */
 import {
   backoffDelay,
+  checkKnownOptions,
   ConfigurationError,
   type DeliverySink,
   type Logger,
@@ -161,6 +162,7 @@ export class KafkaSource implements MessageSource {
    */
   constructor(dependencies: KafkaSourceDependencies, options: KafkaSourceOptions) {
     if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError('dependencies are required: { kafka } or { client }');
+    checkKnownOptions('KafkaSource dependencies', dependencies, ['kafka', 'client'] satisfies ('kafka' | 'client')[]);
     if ('client' in dependencies && dependencies.client) this.client = dependencies.client;
     else if ('kafka' in dependencies && dependencies.kafka && typeof dependencies.kafka.consumer === 'function') this.client = kafkajsClient(dependencies.kafka);
     else throw new ConfigurationError('dependencies.kafka must be a kafkajs Kafka instance (or pass dependencies.client)');

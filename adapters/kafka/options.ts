@@ -3,7 +3,7 @@
  * `Readonly<Required<…>>` constant; merged into a copy and validated at construction with errors
  * naming the field and the value.
  */
-import { type BackoffPolicy, ConfigurationError, consoleWarnLogger, type Logger } from '../../src';
+import { type BackoffPolicy, checkKnownOptions, ConfigurationError, consoleWarnLogger, type Logger, optionNames } from '../../src';
 import type { GroupConsumerConfig, RecordProducerConfig } from './client';
 
 /** What to do at start about the dead-letter topics of the subscribed topics. */
@@ -144,12 +144,56 @@ export const KAFKA_SOURCE_DEFAULTS: Readonly<
   maxWaitTimeInMs: 250,
 };
 
+/** Every name {@link KafkaSourceOptions} accepts (and its nested objects); any other is refused. */
+const KAFKA_SOURCE_OPTION_NAMES = optionNames<KafkaSourceOptions>()([
+  'topics',
+  'groupId',
+  'fromBeginning',
+  'consumer',
+  'producer',
+  'partitionConcurrency',
+  'claimBatchSize',
+  'preclaimMaxAgeMs',
+  'commitIntervalMs',
+  'finalCommitTimeoutMs',
+  'heartbeatWhileProcessing',
+  'maxBufferedBytesPerPartition',
+  'unavailableBackoff',
+  'deadLetterBackoff',
+  'deadLetterTopic',
+  'deadLetterTopicCheck',
+  'deadLetterTimeoutMs',
+  'logger',
+]);
+const CONSUMER_CONFIG_NAMES = optionNames<Omit<GroupConsumerConfig, 'groupId'>>()([
+  'sessionTimeout',
+  'rebalanceTimeout',
+  'heartbeatInterval',
+  'maxWaitTimeInMs',
+  'maxBytesPerPartition',
+  'maxBytes',
+  'minBytes',
+  'metadataMaxAge',
+  'allowAutoTopicCreation',
+  'readUncommitted',
+  'rackId',
+  'retry',
+]);
+const PRODUCER_CONFIG_NAMES = optionNames<RecordProducerConfig>()(['allowAutoTopicCreation', 'idempotent', 'maxInFlightRequests', 'retry']);
+const UNAVAILABLE_BACKOFF_NAMES = optionNames<Pick<BackoffPolicy, 'maxDelayMs' | 'jitter'>>()(['maxDelayMs', 'jitter']);
+const BACKOFF_NAMES = optionNames<BackoffPolicy>()(['initialDelayMs', 'maxDelayMs', 'multiplier', 'jitter']);
+
 /**
  * Merges `options` over the defaults into a new object and validates every field.
  * @throws ConfigurationError naming the field and the value
  */
 export function resolveKafkaSourceOptions(options: KafkaSourceOptions): ResolvedKafkaSourceOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError('Kafka source options are required');
+  checkKnownOptions('KafkaSource options', options, KAFKA_SOURCE_OPTION_NAMES);
+  checkKnownOptions('KafkaSource options.consumer', options.consumer, CONSUMER_CONFIG_NAMES);
+  checkKnownOptions('KafkaSource options.producer', options.producer, PRODUCER_CONFIG_NAMES);
+  checkKnownOptions('KafkaSource options.unavailableBackoff', options.unavailableBackoff, UNAVAILABLE_BACKOFF_NAMES);
+  checkKnownOptions('KafkaSource options.deadLetterBackoff', options.deadLetterBackoff, BACKOFF_NAMES);
   const topics = options.topics;
   if (!Array.isArray(topics) || topics.length === 0 || topics.some((t) => typeof t !== 'string' || t.length === 0 || t.length > 249)) {
     throw new ConfigurationError(`topics must be a non-empty array of topic names (1–249 characters), got ${JSON.stringify(topics)}`);

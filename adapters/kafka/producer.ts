@@ -3,7 +3,7 @@
  * reads it: the `idempotency-key` record header.
  */
 import type { Kafka, Message, Producer, RecordMetadata } from 'kafkajs';
-import { IDEMPOTENCY_KEY_HEADER, validateKey } from '../../src';
+import { checkKnownOptions, ConfigurationError, IDEMPOTENCY_KEY_HEADER, validateKey } from '../../src';
 import type { KafkaHeaders } from './client';
 
 /** A record to produce with its idempotency key. */
@@ -63,15 +63,19 @@ export class KeyedProducer {
   /**
    * @param dependencies `{ producer }` (a kafkajs producer the caller owns and connects) or
    *   `{ kafka }` (a producer is created with `config`, connected by {@link KeyedProducer.connect})
-   * @param config kafkajs producer settings when created here
+   * @param config kafkajs producer settings when created here (passed to kafkajs as they are)
    * @param options `injectContext`: adds trace context to each record's headers before it is sent
    *   (for example `injectTraceHeaders` from `twophase/otel`); the `idempotency-key` header is kept
+   * @throws ConfigurationError for missing dependencies or an unknown name in `dependencies` or `options`
    */
   constructor(
     dependencies: { readonly producer: Producer } | { readonly kafka: Kafka },
     config: Parameters<Kafka['producer']>[0] = {},
     options: { readonly injectContext?: (headers: Record<string, unknown>) => Record<string, unknown> } = {},
   ) {
+    if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError('KeyedProducer dependencies are required: { producer } or { kafka }');
+    checkKnownOptions('KeyedProducer dependencies', dependencies, ['producer', 'kafka']);
+    checkKnownOptions('KeyedProducer options', options, ['injectContext']);
     this.injectContext = options.injectContext;
     if ('producer' in dependencies) {
       this.producer = dependencies.producer;

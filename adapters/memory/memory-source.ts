@@ -1,7 +1,7 @@
 /**
  * A MessageSource over the in-process {@link MemoryBroker}, for the demo and unit tests.
  */
-import type { Delivery, DeliverySink, MessageSource, Settler } from '../../src';
+import { checkKnownOptions, ConfigurationError, type Delivery, type DeliverySink, type MessageSource, type Settler } from '../../src';
 import type { MemoryBroker, MemoryDelivery } from './memory-broker';
 
 /** Options of {@link MemorySource}. */
@@ -16,7 +16,12 @@ export class MemorySource implements MessageSource {
   private consumerTag: string | undefined;
   private crashed = false;
 
-  constructor(private readonly options: MemorySourceOptions) {}
+  /** @throws ConfigurationError for a missing broker or queue, or an unknown option name */
+  constructor(private readonly options: MemorySourceOptions) {
+    checkKnownOptions('MemorySource options', options, ['broker', 'queue']);
+    if (!options?.broker || typeof options.broker.consume !== 'function') throw new ConfigurationError('MemorySource options.broker must be a MemoryBroker');
+    if (typeof options.queue !== 'string' || options.queue.length === 0) throw new ConfigurationError(`MemorySource options.queue must be a non-empty string, got ${JSON.stringify(options.queue)}`);
+  }
 
   async start(sink: DeliverySink, { concurrency }: { readonly concurrency: number }): Promise<void> {
     this.consumerTag = this.options.broker.consume(this.options.queue, concurrency, (d) => {

@@ -23,8 +23,10 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api';
 import {
+  checkKnownOptions,
   type ClaimResult,
   ConfigurationError,
+  optionNames,
   type ConsumerEvent,
   type ConsumerObserver,
   type DeliveryInfo,
@@ -96,10 +98,13 @@ export const OTEL_OBSERVER_DEFAULTS: Readonly<Required<Pick<OtelObserverOptions,
 
 type ResolvedOptions = Required<Pick<OtelObserverOptions, Flags>> & Pick<OtelObserverOptions, 'tracerProvider' | 'meterProvider' | 'propagator'>;
 
+const OTEL_OPTION_NAMES = optionNames<OtelObserverOptions>()(['tracerProvider', 'meterProvider', 'propagator', 'useLinks', 'recordKey', 'traces', 'metrics']);
+
 function resolveOptions(options: OtelObserverOptions | undefined): ResolvedOptions {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new ConfigurationError(`OpenTelemetry observer options must be an object, got ${String(options)}`);
   }
+  checkKnownOptions('OpenTelemetry observer options', options, OTEL_OPTION_NAMES);
   const resolved: ResolvedOptions = { ...OTEL_OBSERVER_DEFAULTS, ...stripUndefined(options ?? {}) };
   for (const flag of Object.keys(OTEL_OBSERVER_DEFAULTS) as Flags[]) {
     if (typeof resolved[flag] !== 'boolean') throw new ConfigurationError(`${flag} must be a boolean, got ${JSON.stringify(resolved[flag])}`);

@@ -3,7 +3,7 @@
  * one constant; {@link resolveSourceOptions} merges them into a copy and validates at
  * construction, naming the field and the value.
  */
-import { ConfigurationError, type Logger } from '../../src';
+import { checkKnownOptions, ConfigurationError, type Logger, optionNames } from '../../src';
 
 /** RabbitMQ queue types the adapter supports ("Quorum Queues" and "Classic Queues" docs). */
 export type QueueType = 'classic' | 'quorum';
@@ -154,6 +154,38 @@ export const SOURCE_DEFAULTS = {
   batchClaims: false,
 } as const satisfies Partial<RabbitMqSourceOptions>;
 
+/** Every name {@link RabbitMqSourceOptions} accepts; any other is refused (a misspelling would silently keep a default). */
+const SOURCE_OPTION_NAMES = optionNames<RabbitMqSourceOptions>()([
+  'url',
+  'queue',
+  'queueType',
+  'topology',
+  'deadLetterExchange',
+  'deadLetterQueue',
+  'deadLetterRoutingKey',
+  'deadLetterQueueType',
+  'deadLetterViaPolicy',
+  'delayTiersMs',
+  'deliveryLimit',
+  'queueArguments',
+  'bindings',
+  'onCancel',
+  'resubscribeIntervalMs',
+  'reconnectDelayMs',
+  'heartbeatSeconds',
+  'connectTimeoutMs',
+  'publishTimeoutMs',
+  'failedPublishRequeueDelayMs',
+  'batchClaims',
+  'connectionName',
+  'logger',
+]);
+const PREFETCH_HINTS = {
+  prefetch: "the prefetch is the consumer's concurrency option",
+  prefetchCount: "the prefetch is the consumer's concurrency option",
+};
+const BINDING_NAMES = optionNames<QueueBinding>()(['exchange', 'routingKey', 'exchangeType']);
+
 /** Queue arguments the adapter manages itself; `queueArguments` may not set them. */
 export const MANAGED_QUEUE_ARGUMENTS = ['x-queue-type', 'x-dead-letter-exchange', 'x-dead-letter-routing-key', 'x-delivery-limit'] as const;
 
@@ -163,6 +195,8 @@ export const MANAGED_QUEUE_ARGUMENTS = ['x-queue-type', 'x-dead-letter-exchange'
  */
 export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSourceOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError('RabbitMQ source options are required');
+  checkKnownOptions('RabbitMqSource options', options, SOURCE_OPTION_NAMES, PREFETCH_HINTS);
+  if (Array.isArray(options.bindings)) options.bindings.forEach((b, i) => checkKnownOptions(`RabbitMqSource options.bindings[${i}]`, b, BINDING_NAMES));
   const urls = typeof options.url === 'string' ? [options.url] : Array.isArray(options.url) ? [...options.url] : [];
   if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^amqps?:\/\//.test(u))) {
     throw new ConfigurationError(`url must be an amqp:// or amqps:// URL (or a non-empty list of them), got ${JSON.stringify(options.url)}`);

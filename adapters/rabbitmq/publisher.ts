@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
-import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
+import { checkKnownOptions, ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger, optionNames } from '../../src';
 import { ConfirmPublisher } from './confirm-publisher';
 import { BrokerUnavailableError } from './errors';
 
@@ -32,6 +32,17 @@ export interface RabbitMqPublisherOptions {
    */
   readonly injectContext?: (headers: Record<string, unknown>) => Record<string, unknown>;
 }
+
+const PUBLISHER_OPTION_NAMES = optionNames<RabbitMqPublisherOptions>()([
+  'url',
+  'publishTimeoutMs',
+  'connectTimeoutMs',
+  'reconnectDelayMs',
+  'heartbeatSeconds',
+  'connectionName',
+  'logger',
+  'injectContext',
+]);
 
 /** Options of one publish. */
 export interface PublishMessageOptions {
@@ -94,6 +105,7 @@ export class RabbitMqPublisher {
 
   /** @throws ConfigurationError for an invalid option */
   constructor(options: RabbitMqPublisherOptions) {
+    checkKnownOptions('RabbitMqPublisher options', options, PUBLISHER_OPTION_NAMES);
     const urls = typeof options?.url === 'string' ? [options.url] : Array.isArray(options?.url) ? [...options.url] : [];
     if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^amqps?:\/\//.test(u))) {
       throw new ConfigurationError(`url must be an amqp:// or amqps:// URL (or a non-empty list of them), got ${JSON.stringify(options?.url)}`);

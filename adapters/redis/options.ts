@@ -4,7 +4,7 @@
  * validates at construction, naming the field and the value.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { type Clock, ConfigurationError, DEFAULT_MAX_RESULT_BYTES } from '../../src';
+import { checkKnownOptions, type Clock, ConfigurationError, consoleWarnLogger, DEFAULT_MAX_RESULT_BYTES, optionNames } from '../../src';
 import { DEFAULT_PREFIX, validatePrefix } from './key-layout';
 
 /**
@@ -26,7 +26,10 @@ export interface RedisClaimerDependencies {
    * it, and connects it only when `ready()` finds it lazily unconnected (`lazyConnect`).
    */
   readonly redis: Redis | Cluster;
-  /** Where warnings go. Default: `console.warn`/`console.error` for warn/error; info/debug dropped. */
+  /**
+   * Where warnings go. Default: the core's default logger (`consoleWarnLogger`: warn and error as
+   * one JSON line each on stderr, info and debug dropped), so claimer and consumer lines share a format.
+   */
   readonly logger?: RedisClaimerLogger;
   /**
    * Monotonic local clock, ms. Used only to measure each operation's deadline; lease expiry is
@@ -138,10 +141,30 @@ function integerIn(field: string, value: unknown, min: number, max: number): voi
   }
 }
 
-/** The default logger: warnings and errors to the console, tagged; info and debug dropped. */
-export const consoleLogger: RedisClaimerLogger = {
-  warn: (obj, msg) => console.warn(`[twophase/redis] ${msg ?? ''}`, obj),
-  error: (obj, msg) => console.error(`[twophase/redis] ${msg ?? ''}`, obj),
-  info: () => undefined,
-  debug: () => undefined,
-};
+/** The default logger: the core's, so the claimer's lines are JSON lines like the consumer's. */
+export const consoleLogger: RedisClaimerLogger = consoleWarnLogger;
+
+/** Every name each argument of `new RedisClaimer(dependencies, options)` accepts (issue #12 item 5). */
+export const DEPENDENCY_NAMES = optionNames<RedisClaimerDependencies>()(['redis', 'logger', 'clock']);
+export const OPTION_NAMES = optionNames<RedisClaimerOptions>()(['prefix', 'operationTimeoutMs', 'readyTimeoutMs', 'maxResultBytes', 'coalesce', 'maxBatchKeys']);
+const COALESCE_NAMES = optionNames<RedisCoalesceOptions>()(['windowMs']);
+
+/**
+ * Refuses unknown names in both arguments; an option passed among the dependencies (`{ redis,
+ * prefix }`) is named as such, since it would otherwise leave the shared default in force.
+ * @throws ConfigurationError naming the field and the closest known name
+ */
+export function checkRedisClaimerArguments(dependencies: unknown, options: unknown): void {
+  if (dependencies && typeof dependencies === 'object') {
+    const misplaced = Object.keys(dependencies).find((name) => OPTION_NAMES.includes(name));
+    if (misplaced !== undefined) {
+      throw new ConfigurationError(
+        `RedisClaimer dependencies: "${misplaced}" is an option, not a dependency; pass it in the second argument: new RedisClaimer({ redis }, { ${misplaced} })`,
+      );
+    }
+  }
+  checkKnownOptions('RedisClaimer dependencies', dependencies, DEPENDENCY_NAMES);
+  checkKnownOptions('RedisClaimer options', options, OPTION_NAMES);
+  const coalesce = (options as RedisClaimerOptions | undefined)?.coalesce;
+  if (coalesce && typeof coalesce === 'object') checkKnownOptions('RedisClaimer options.coalesce', coalesce, COALESCE_NAMES);
+}

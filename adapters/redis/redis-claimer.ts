@@ -23,6 +23,7 @@ import {
 import { Coalescer } from './coalescer';
 import { recordKey, recordSlot, validateClientKeyPrefix } from './key-layout';
 import {
+  checkRedisClaimerArguments,
   consoleLogger,
   type RedisClaimerDependencies,
   type RedisClaimerLogger,
@@ -197,6 +198,7 @@ export class RedisClaimer implements Claimer {
    *   an ioredis `keyPrefix` containing braces
    */
   constructor(dependencies: RedisClaimerDependencies, options: RedisClaimerOptions = {}) {
+    checkRedisClaimerArguments(dependencies, options);
     const client = dependencies?.redis;
     if (!client || typeof client.evalsha !== 'function' || typeof client.on !== 'function') {
       throw new ConfigurationError('dependencies.redis must be an ioredis Redis or Cluster client');

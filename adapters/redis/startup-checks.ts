@@ -79,8 +79,9 @@ export function scriptNodes(client: Redis | Cluster): Redis[] {
  * carries a TTL, so `volatile-*` policies may evict them as readily as `allkeys-*`
  * (https://redis.io/docs/latest/develop/reference/eviction/). An evicted done record lets a
  * duplicate run its effect again; an evicted lease lets a second owner start while the first
- * still works (the fencing token still increases, see RedisClaimer). Managed services that
- * disable `CONFIG` get an info line instead.
+ * still works (the fencing token still increases, see RedisClaimer). When the policy cannot be
+ * read (managed services that disable or rename `CONFIG`), that is a warning too: the claimer
+ * cannot tell whether records may be evicted.
  * @returns the policy per node address (`unknown` when unreadable)
  */
 export async function checkEvictionPolicy(client: Redis | Cluster, logger: RedisClaimerLogger): Promise<Record<string, string>> {
@@ -101,9 +102,9 @@ export async function checkEvictionPolicy(client: Redis | Cluster, logger: Redis
         }
       } catch (error) {
         policies[address] = 'unknown';
-        logger.info(
+        logger.warn(
           { node: address, error: (error as Error).message },
-          'could not read maxmemory-policy (CONFIG may be disabled); make sure the claim store uses "noeviction"',
+          'could not read maxmemory-policy (CONFIG may be disabled or renamed, as on managed Redis); make sure the claim store uses "noeviction", or records may be evicted and effects repeat',
         );
       }
     }),

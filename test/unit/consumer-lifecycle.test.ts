@@ -409,7 +409,7 @@ describe('runner', () => {
     const broker = new MemoryBroker();
     const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source: new MemorySource({ broker, queue: 'r' }) }, async () => ack());
     let shutdownSignal: string | undefined;
-    const runner = await runConsumers([consumer], { logger: silentLogger, onShutdown: (s) => (shutdownSignal = s) });
+    const runner = await runConsumers([consumer], { logger: silentLogger, exitProcess: false, onShutdown: (s) => (shutdownSignal = s) });
     expect(runner.health()).toMatchObject({ live: true, ready: true });
     process.emit('SIGTERM', 'SIGTERM');
     await waitFor(() => shutdownSignal === 'SIGTERM');
@@ -437,7 +437,7 @@ describe('runner', () => {
     const b = new FnConsumer({ ...fastOptions(slow), source: second }, async () => ack());
     const c = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source: third }, async () => ack());
     let shutdownSignal: string | undefined;
-    const running = runConsumers([a, b, c], { logger: silentLogger, onShutdown: (sig) => (shutdownSignal = sig) });
+    const running = runConsumers([a, b, c], { logger: silentLogger, exitProcess: false, onShutdown: (sig) => (shutdownSignal = sig) });
     await waitFor(() => ready !== undefined); // a started, b waits for its claimer
     process.emit('SIGTERM', 'SIGTERM');
     await waitFor(() => shutdownSignal === 'SIGTERM');

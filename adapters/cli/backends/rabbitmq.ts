@@ -9,6 +9,7 @@
  * unacknowledged messages of a closed connection).
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
+import { checkKnownOptions, optionNames } from '../../../src';
 import {
   assertPublishable,
   BrokerConnectionError,
@@ -113,6 +114,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   private closed = false;
 
   constructor(private readonly options: RabbitMqReplayOptions = {}) {
+    checkKnownOptions('RabbitMqReplayBackend options', options, optionNames<RabbitMqReplayOptions>()(['url', 'toExchange', 'toRoutingKey', 'toQueue', 'publishTimeoutMs', 'refusedCopyWaitMs', 'getChannels']));
     if (options.toExchange !== undefined && options.toQueue !== undefined) {
       throw new ReplayItemError('give either toExchange or toQueue, not both');
     }

@@ -1,0 +1,80 @@
+/**
+ * Issue #12 item 4, in process (exitProcess: false): the runner's onShutdown steps, their bounds,
+ * its lifecycle lines and the default exit deadline. The child-process tests on RabbitMQ + Redis
+ * (test/integration/rabbitmq/runner-exit.test.ts) cover the exit itself.
+ */
+import { ack, EXIT_MARGIN_MS, InMemoryClaimer, type Logger, runConsumers } from '../../src';
+import { FnConsumer, fastOptions, ManualSource, waitFor } from './helpers';
+
+function recording(): { lines: { level: string; msg?: string; obj: Record<string, unknown> }[]; logger: Logger } {
+  const lines: { level: string; msg?: string; obj: Record<string, unknown> }[] = [];
+  const at = (level: string) => (obj: object, msg?: string) => void lines.push({ level, msg, obj: obj as Record<string, unknown> });
+  return { lines, logger: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } };
+}
+
+describe('runConsumers shutdown steps', () => {
+  test('SIGTERM: "shutting down", consumers stopped, then the steps in order (a failing or hanging one logged, the next still run), then "stopped"', async () => {
+    const source = new ManualSource();
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source, shutdownTimeoutMs: 2000 }, async () => ack());
+    const { lines, logger } = recording();
+    const order: string[] = [];
+    await runConsumers([consumer], {
+      logger,
+      exitProcess: false,
+      closeTimeoutMs: 50,
+      onShutdown: [
+        (signal) => void order.push(`first ${signal} closed=${source.closed}`),
+        async function failing() {
+          order.push('failing');
+          throw new Error('quit failed');
+        },
+        function hanging() {
+          order.push('hanging');
+          return new Promise(() => undefined);
+        },
+        async () => void order.push('last'),
+      ],
+    });
+    process.emit('SIGTERM', 'SIGTERM');
+    await waitFor(() => lines.some((l) => l.msg === 'twophase: stopped'));
+    expect(order).toEqual(['first SIGTERM closed=true', 'failing', 'hanging', 'last']);
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      ['info', 'twophase: shutting down'],
+      ['warn', 'twophase: an onShutdown step failed; going on'],
+      ['warn', 'twophase: an onShutdown step did not finish within closeTimeoutMs; going on'],
+      ['info', 'twophase: stopped'],
+    ]);
+    expect(lines[0]!.obj).toMatchObject({ signal: 'SIGTERM', consumers: 1 });
+    expect(lines[1]!.obj).toMatchObject({ step: 'failing' });
+    expect(lines[2]!.obj).toMatchObject({ step: 'hanging', closeTimeoutMs: 50 });
+    expect(process.listenerCount('SIGTERM')).toBe(0);
+  });
+
+  test('runner.stop() runs the steps too, once, with no signal', async () => {
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source: new ManualSource() }, async () => ack());
+    const calls: unknown[] = [];
+    const runner = await runConsumers([consumer], { logger: recording().logger, exitProcess: false, onShutdown: (signal) => void calls.push(signal) });
+    await Promise.all([runner.stop(), runner.stop()]);
+    expect(calls).toEqual([undefined]);
+    expect(process.listenerCount('SIGTERM')).toBe(0);
+  });
+
+  test('the default exit deadline: the largest shutdownTimeoutMs + EXIT_MARGIN_MS + closeTimeoutMs per step', async () => {
+    const a = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source: new ManualSource(), shutdownTimeoutMs: 20_000 }, async () => ack());
+    const b = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source: new ManualSource(), shutdownTimeoutMs: 7000 }, async () => ack());
+    const { lines, logger } = recording();
+    // exitProcess stays off here (no exit in the test process); the deadline is still computed and logged.
+    await runConsumers([a, b], { logger, exitProcess: false, onShutdown: [() => undefined, () => undefined] });
+    process.emit('SIGTERM', 'SIGTERM');
+    await waitFor(() => lines.some((l) => l.msg === 'twophase: stopped'));
+    expect(EXIT_MARGIN_MS).toBe(15_000);
+    expect(lines[0]!.obj).toMatchObject({ exitProcess: false, exitDeadlineMs: 20_000 + EXIT_MARGIN_MS + 2 * 5000 });
+  });
+
+  test('options are checked: unknown names, steps that are not functions, bad timeouts', async () => {
+    await expect(runConsumers([], { onShutdown: ['redis.quit()'] } as never)).rejects.toThrow('onShutdown must be a function or an array of functions');
+    await expect(runConsumers([], { closeTimeoutMs: 0 })).rejects.toThrow('closeTimeoutMs must be an integer number of ms');
+    await expect(runConsumers([], { exitAfter: 1 } as never)).rejects.toThrow('unknown option "exitAfter"');
+    expect(process.listenerCount('SIGTERM')).toBe(0);
+  });
+});
