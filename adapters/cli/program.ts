@@ -1,8 +1,9 @@
 /**
- * The `twophase` command line, built with commander. Today: `twophase dlq replay`.
+ * The `twophase` command line, built with commander: `twophase dlq replay`, `twophase postgres migrate`.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
+import { addPostgresCommands } from './postgres-migrate';
 import { replayDeadLetters } from './replay';
 import type { ReplayBackendFactory } from './replay-backend';
 import { type CliIo, humanReporter, jsonReporter } from './reporters';
@@ -93,6 +94,9 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         exitCode = EXIT.failed;
       }
     });
+  addPostgresCommands(program, io, env, (code) => {
+    exitCode = code;
+  });
   try {
     await program.parseAsync([...args], { from: 'user' });
   } catch (error) {
