@@ -9,7 +9,7 @@ import { describeClaimerConformance } from '../../conformance/claimer-conformanc
 import { describeWithServices } from '../../support/services';
 import { freshSchema, type SchemaFixture } from './support/pg-helpers';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
   describeClaimerConformance('PostgresClaimer, platform inbox', async () => {
