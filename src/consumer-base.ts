@@ -96,8 +96,11 @@ function callSettler(settler: Settler, action: 'ack' | 'requeue' | 'reject', inf
  * Base class of an effect-once consumer.
  *
  * @typeParam TBody - the decoded body type (see {@link ConsumerBase.decode}).
+ * @typeParam TTransaction - the type of `ctx.transaction`: set it (e.g. to `pg`'s PoolClient) only
+ *   with a transactional claimer (`PostgresClaimer` in `transactional` mode); otherwise leave it
+ *   `undefined`.
  */
-export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
+export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> implements DeliverySink {
   protected readonly options: ResolvedConsumerOptions;
   protected readonly logger: Logger;
   private readonly observation: ObservationFanout;
@@ -137,7 +140,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
    * The business effect of one message. Return `ack(result?)`, `requeue(...)` or `reject(reason)`;
    * throw {@link PermanentError} to dead-letter, any other error to retry with backoff.
    */
-  abstract handle(message: Message<TBody>, context: HandlerContext): Promise<Disposition>;
+  abstract handle(message: Message<TBody>, context: HandlerContext<TTransaction>): Promise<Disposition>;
 
   /** The key namespace. */
   get name(): string {
@@ -479,7 +482,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
         ? undefined
         : setTimeout(() => flight.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
     const keepAlive = this.keeper?.keep(receipt, flight);
-    const context: HandlerContext = new LazyContext(flight, fencingToken, attempt, delivery.metadata);
+    const context = new LazyContext(flight, fencingToken, attempt, delivery.metadata, receipt.transaction as TTransaction);
     let end: HandlerEnd;
     try {
       // Stop waiting once the handler is aborted (shutdown deadline, handler timeout): a handler
@@ -500,12 +503,22 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       const committing = trace.wrapsSteps
         ? trace.step('commit', () => commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger))
         : commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger);
-      // The effect is done and its commit is on its way; whatever the commit's outcome, the
-      // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
-      permit.release();
-      permit.handled = true;
-      if (delivery.settler.handled) this.signalHandled(delivery, key);
+      // A receipt carrying the handler's transaction commits the effect with the claim: the
+      // delivery counts as handled only once that commit succeeded (see Receipt.transaction).
+      const atomic = receipt.transaction !== undefined;
+      if (!atomic) {
+        // The effect is done and its commit is on its way; whatever the commit's outcome, the
+        // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
+        permit.release();
+        permit.handled = true;
+        if (delivery.settler.handled) this.signalHandled(delivery, key);
+      }
       const commit = await committing;
+      if (atomic) {
+        if (commit.outcome !== 'committed') return this.rolledBack(delivery, trace, base, commit.error);
+        permit.release();
+        permit.handled = true;
+      }
       if (commit.outcome !== 'committed') {
         this.logger.error({ err: commit.error, key, fencingToken }, `effect applied but ${commit.outcome}: a redelivery after the lease ends may repeat it`);
       }
@@ -551,6 +564,17 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     return this.requeue(delivery, trace, { cause: 'retry', attempt }, delayMs, { ...base, outcome: 'released', handled: true, error });
   }
 
+  /**
+   * A transactional receipt's commit failed: the effect was rolled back with the claim, so the
+   * delivery is requeued (never acked) and the redelivery claims again (the attempt was counted).
+   */
+  private rolledBack(delivery: Delivery, trace: DeliveryTrace, base: { key: string; claimState: 'acquired'; attempt: number; fencingToken: number }, error: unknown): Promise<PendingResult> {
+    this.logger.error({ err: error, key: base.key, attempt: base.attempt }, 'the transaction holding the claim and the effect did not commit; the effect was rolled back, requeueing the delivery');
+    this.emit(trace, delivery, 'commit_failed', base.key, { attempt: base.attempt, fencingToken: base.fencingToken, error });
+    const delayMs = backoffDelay(this.options.retryBackoff, base.attempt);
+    return this.requeue(delivery, trace, { cause: 'retry', attempt: base.attempt }, delayMs, { ...base, outcome: 'commit_failed', handled: true, error });
+  }
+
   /** Fail-open path: the store stayed unavailable and `failOpen` is on. No claim, no commit. */
   private async runUnguarded(delivery: Delivery, message: Message<TBody>, trace: DeliveryTrace): Promise<PendingResult> {
     const attempt = (delivery.metadata.priorAttempts ?? 0) + 1;
@@ -560,7 +584,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.flights.add(flight);
     const base = { key: message.key, attempt, fencingToken: 0 };
     try {
-      const value = await trace.step('handle', () => this.handle(message, new LazyContext(flight, 0, attempt, delivery.metadata)));
+      const value = await trace.step('handle', () => this.handle(message, new LazyContext(flight, 0, attempt, delivery.metadata, undefined as TTransaction)));
       if (!isDisposition(value)) throw new InvalidDispositionError(value);
       if (value.type === 'ack') return this.ack(delivery, trace, false, { ...base, outcome: 'claim_failed', handled: true });
       if (value.type === 'reject') return this.reject(delivery, trace, { reason: value.reason, attempts: attempt }, { ...base, outcome: 'rejected', handled: true });
