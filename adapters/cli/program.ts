@@ -1,8 +1,10 @@
 /**
- * The `twophase` command line, built with commander: `twophase dlq replay`, `twophase postgres migrate`.
+ * The `twophase` command line, built with commander: `twophase dlq replay`, `twophase postgres migrate`,
+ * `twophase keys diagnose|purge`.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
+import { addKeysCommands } from './keys-commands';
 import { addPostgresCommands } from './postgres-migrate';
 import { replayDeadLetters } from './replay';
 import type { ReplayBackendFactory } from './replay-backend';
@@ -94,9 +96,11 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         exitCode = EXIT.failed;
       }
     });
-  addPostgresCommands(program, io, env, (code) => {
+  const setExit = (code: number) => {
     exitCode = code;
-  });
+  };
+  addPostgresCommands(program, io, env, setExit);
+  addKeysCommands(program, io, env, setExit);
   try {
     await program.parseAsync([...args], { from: 'user' });
   } catch (error) {
