@@ -41,7 +41,7 @@ import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import { type ClaimRow, claimOne } from './statements/claim';
 import * as settle from './statements/settle';
-import { type BeginAttemptRow, beginAttempt, beginTransaction, endAttempt } from './statements/transaction';
+import { type BeginAttemptRow, beginAttempt, beginTransaction, commitAndUnlock, complete, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
 
 /**
@@ -87,20 +87,23 @@ export class TransactionLease implements LeaseOperations {
     this.finished = true;
     const what = `commit of "${this.key}"`;
     try {
-      const match = [this.digests.key, lease.ownerToken, String(lease.fencingToken)];
-      const rows = await this.run<{ kept: boolean }>(what, settle.commit(this.claimer.options.schema, this.tenant !== undefined), [
-        ...(this.tenant === undefined ? [] : [this.tenant]),
-        ...match,
+      const hasTenant = this.tenant !== undefined;
+      const rows = await this.run<{ kept: boolean }>(what, complete(this.claimer.options.schema, hasTenant, settle.commit(this.claimer.options.schema, hasTenant)), [
+        ...(hasTenant ? [this.tenant] : []),
+        this.digests.key,
+        lease.ownerToken,
+        String(lease.fencingToken),
         outcomeJson(resultJson),
         doneTtlMs,
+        this.digests.scope,
       ]);
       if (rows.length === 0) throw new TransactionAbortedError(`${what}: the claim row is not in the transaction any more`);
       if (rows[0]!.kept === false) {
         this.claimer.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
       }
-      const committed = await this.borrowed.client.query({ text: 'COMMIT', query_timeout: this.claimer.options.operationTimeoutMs } as never);
+      const replies = (await this.borrowed.client.query({ text: commitAndUnlock(this.digests.lockId), query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as { command?: string }[];
       // COMMIT of a transaction that an error aborted answers ROLLBACK, not an error.
-      if ((committed as { command?: string }).command !== 'COMMIT') {
+      if (replies[0]?.command !== 'COMMIT') {
         throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of the handler failed); the effect was not applied`);
       }
     } catch (error) {
@@ -113,7 +116,7 @@ export class TransactionLease implements LeaseOperations {
         { cause: error },
       );
     }
-    await this.end(what, true, false);
+    this.borrowed.giveBack();
     return 'ok';
   }
 

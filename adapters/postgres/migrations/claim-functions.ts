@@ -107,6 +107,10 @@ DECLARE
   r ${table}%ROWTYPE;
   n integer;
 BEGIN
+  -- The count is a retry limit, not a correctness record: it need not wait for a WAL flush (a
+  -- server crash may forget the last counts, permitting one extra attempt). The handler's own
+  -- transaction keeps the server's synchronous_commit.
+  PERFORM set_config('synchronous_commit', 'off', true);
   IF NOT pg_try_advisory_lock(p_lock) THEN
     RETURN QUERY SELECT 'busy'::text, 0, NULL::jsonb, NULL::bytea;
     RETURN;

@@ -6,8 +6,9 @@
  * 2. {@link beginTransaction}: BEGIN with per-transaction limits from the lease;
  * 3. the claim (statements/claim.ts, with the attempt from step 1);
  * 4. the handler's own statements;
- * 5. commit: {@link complete} then COMMIT; or release: ROLLBACK;
- * 6. {@link endAttempt} (auto-committed): forget the count when done or dead-lettered, unlock.
+ * 5. commit: {@link complete} (the row completed and the attempt count deleted, in the
+ *    transaction) then {@link commitAndUnlock}; or release: ROLLBACK then {@link endAttempt}
+ *    (forget the count when dead-lettered, unlock).
  */
 
 /** Parameters: [tenant,] lock id, scope digest, key digest, fingerprint digest or NULL, retention ms. */
@@ -44,4 +45,24 @@ export function beginTransaction(leaseMs: number, lockMs: number): string {
 /** Parameters: lock id, scope digest, forget (boolean). */
 export function endAttempt(schema: string): string {
   return `SELECT ${schema}.twophase_end_attempt($1, $2, $3) AS unlocked`;
+}
+
+/**
+ * The commit's last statement in the transaction: the claim row becomes `completed` (as
+ * statements/settle.ts `commit`) and the key's attempt count is deleted — both commit or vanish
+ * with the effect. Parameters: [tenant,] key digest, owner token, fencing token, outcome JSON,
+ * retention ms, scope digest. Answers `kept` like settle.commit.
+ */
+export function complete(schema: string, tenant: boolean, commitSql: string): string {
+  const scope = tenant ? '$7' : '$6';
+  return `WITH forgotten AS (DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = ${scope}) ${commitSql}`;
+}
+
+/**
+ * COMMIT and the advisory unlock in one round trip (a simple query of two statements). `lockId`
+ * is the decimal bigint of key-digest.ts, checked here before it is written into the text.
+ */
+export function commitAndUnlock(lockId: string): string {
+  if (!/^-?\d{1,19}$/.test(lockId)) throw new RangeError('lock id must be a decimal bigint');
+  return `COMMIT; SELECT pg_advisory_unlock(${lockId})`;
 }
