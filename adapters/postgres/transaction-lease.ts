@@ -23,9 +23,10 @@
  * gone), and the receipt reports {@link TransactionAbortedError}: the consumer then requeues.
  */
 import { randomUUID } from 'node:crypto';
-import type { PoolClient } from 'pg';
+import type { PoolClient, QueryResult } from 'pg';
 import {
   type ClaimOptions,
+  ClaimerUnavailableError,
   type ClaimResult,
   type LeaseIdentity,
   type LeaseOperations,
@@ -39,9 +40,9 @@ import { type KeyDigests, sha256 } from './key-digest';
 import { borrow, type BorrowedClient } from './pool-client';
 import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
-import { type ClaimRow, claimOne } from './statements/claim';
+import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
-import { type BeginAttemptRow, beginAttempt, beginTransaction, commitAndUnlock, complete, endAttempt } from './statements/transaction';
+import { type BeginAttemptRow, beginAndClaim, beginAttempt, commitAndUnlock, complete, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
 
 /**
@@ -194,16 +195,26 @@ export async function claimInTransaction(
     }
     locked = true;
     const lockMs = Math.min(opts.operationTimeoutMs, options.leaseTtlMs);
-    await runWithin(borrowed, what, beginTransaction(options.leaseTtlMs, lockMs), undefined, claimer.remaining(deadlineAt));
-    inTransaction = true;
     const owner = randomUUID();
-    const [row] = await runWithin<ClaimRow>(
-      borrowed,
-      what,
-      claimOne(opts.schema, tenant !== undefined),
-      withTenant([digests.key, opts.keepKeyText ? key : null, fingerprint, owner, options.leaseTtlMs, begun!.attempts]),
-      claimer.remaining(deadlineAt),
-    );
+    const text = beginAndClaim(opts.schema, options.leaseTtlMs, lockMs, {
+      ...(tenant === undefined ? {} : { tenant }),
+      key: digests.key,
+      keyText: opts.keepKeyText ? key : null,
+      fingerprint,
+      owner,
+      attempt: begun!.attempts,
+    });
+    inTransaction = true; // BEGIN is the first statement sent: from here a failure may leave one open
+    const remainingMs = claimer.remaining(deadlineAt);
+    if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
+    let replies: QueryResult<ClaimRow>[];
+    try {
+      replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult<ClaimRow>[];
+    } catch (error) {
+      borrowed.noteError(error);
+      throw error;
+    }
+    const row = replies[replies.length - 1]?.rows[0];
     const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
     if (row!.state === 'acquired') {
       const lease = { key, ownerToken: owner, fencingToken: Number(row!.fencing_token) };
