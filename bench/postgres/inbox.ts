@@ -9,9 +9,9 @@
  *
  * Reports throughput (msg/s), this process's CPU per message (µs) and PostgreSQL commits per
  * second (`pg_stat_database.xact_commit` of the database, so other clients' commits count too on a
- * shared server). Writes bench/results/postgres.json. Not a test: nothing fails on a number.
+ * shared server). Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000]
+ *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--out file.json]
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,6 +37,8 @@ interface Row {
 
 const countArg = process.argv.indexOf('--count');
 const COUNT = countArg >= 0 ? Number(process.argv[countArg + 1]) : 5000;
+const outArg = process.argv.indexOf('--out');
+const OUT = outArg >= 0 ? process.argv[outArg + 1]! : join(__dirname, '..', 'results', 'postgres.json');
 
 async function commits(pool: Pool): Promise<number> {
   return Number((await pool.query<{ n: string }>('SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n);
@@ -158,7 +160,7 @@ async function main(): Promise<void> {
     }
     const floor = rows[0]!.msgPerSec;
     const report = { at: new Date().toISOString(), prefetch: PREFETCH, rows, ratios: { transactionalVsFloor: rows[1]!.msgPerSec / floor, redisVsFloor: rows[2]!.msgPerSec / floor } };
-    writeFileSync(join(__dirname, '..', 'results', 'postgres.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
     console.log(JSON.stringify(report.ratios));
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
