@@ -42,7 +42,7 @@ import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
-import { type BeginAttemptRow, beginAndClaim, beginAttempt, commitAndUnlock, complete, endAttempt } from './statements/transaction';
+import { type BeginAttemptRow, beginAndClaim, beginAttempt, completeCommitUnlock, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
 
 /**
@@ -89,22 +89,15 @@ export class TransactionLease implements LeaseOperations {
     const what = `commit of "${this.key}"`;
     try {
       const hasTenant = this.tenant !== undefined;
-      const rows = await this.run<{ kept: boolean }>(what, complete(this.claimer.options.schema, hasTenant, settle.commit(this.claimer.options.schema, hasTenant)), [
-        ...(hasTenant ? [this.tenant] : []),
-        this.digests.key,
-        lease.ownerToken,
-        String(lease.fencingToken),
-        outcomeJson(resultJson),
-        doneTtlMs,
-        this.digests.scope,
-      ]);
-      if (rows.length === 0) throw new TransactionAbortedError(`${what}: the claim row is not in the transaction any more`);
-      if (rows[0]!.kept === false) {
+      const schema = this.claimer.options.schema;
+      const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
+      const text = completeCommitUnlock(settle.commit(schema, hasTenant), schema, values, this.digests.scope, this.digests.lockId);
+      const replies = (await this.borrowed.client.query({ text, query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
+      if (replies[0]?.rows[0]?.kept === false) {
         this.claimer.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
       }
-      const replies = (await this.borrowed.client.query({ text: commitAndUnlock(this.digests.lockId), query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as { command?: string }[];
       // COMMIT of a transaction that an error aborted answers ROLLBACK, not an error.
-      if (replies[0]?.command !== 'COMMIT') {
+      if (replies[1]?.command !== 'COMMIT') {
         throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of the handler failed); the effect was not applied`);
       }
     } catch (error) {

@@ -8,9 +8,9 @@ import { escapeLiteral } from 'pg';
  *    (the claim function of statements/claim.ts, with the attempt from step 1), in one round trip;
  * 3. (the claim row is now in the transaction);
  * 4. the handler's own statements;
- * 5. commit: {@link complete} (the row completed and the attempt count deleted, in the
- *    transaction) then {@link commitAndUnlock}; or release: ROLLBACK then {@link endAttempt}
- *    (forget the count when dead-lettered, unlock).
+ * 5. commit: {@link completeCommitUnlock} (the row completed and the attempt count deleted in
+ *    the transaction, COMMIT, unlock: one round trip); or release: ROLLBACK then
+ *    {@link endAttempt} (forget the count when dead-lettered, unlock).
  */
 
 /** Parameters: [tenant,] lock id, scope digest, key digest, fingerprint digest or NULL, retention ms. */
@@ -67,21 +67,43 @@ export function endAttempt(schema: string): string {
 }
 
 /**
- * The commit's last statement in the transaction: the claim row becomes `completed` (as
- * statements/settle.ts `commit`) and the key's attempt count is deleted — both commit or vanish
- * with the effect. Parameters: [tenant,] key digest, owner token, fencing token, outcome JSON,
- * retention ms, scope digest. Answers `kept` like settle.commit.
+ * The commit, in one round trip (a simple query of three statements):
+ * 1. the claim row becomes `completed` (as statements/settle.ts `commit`) and the key's attempt
+ *    count is deleted — both commit or vanish with the effect; should the row be missing (it
+ *    cannot: this transaction inserted it), a division by zero aborts the transaction, so COMMIT
+ *    turns into ROLLBACK rather than committing the effect without its claim;
+ * 2. COMMIT;
+ * 3. the advisory unlock.
+ * `commitSql` is settle.commit's text, its parameters ([tenant,] key digest, owner token, fencing
+ * token, outcome JSON, retention ms) written in as literals; the scope digest follows them.
+ * Answers, in order: `kept` (as settle.commit), COMMIT's command tag, the unlock.
  */
-export function complete(schema: string, tenant: boolean, commitSql: string): string {
-  const scope = tenant ? '$7' : '$6';
-  return `WITH forgotten AS (DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = ${scope}) ${commitSql}`;
+export function completeCommitUnlock(commitSql: string, schema: string, values: readonly unknown[], scope: Buffer, lockId: string): string {
+  if (!/^-?\d{1,19}$/.test(lockId)) throw new RangeError('lock id must be a decimal bigint');
+  const update = inline(commitSql, values);
+  return (
+    `WITH forgotten AS (DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = ${literal(scope)}), done AS (${update}) ` +
+    `SELECT (SELECT bool_and(kept) FROM done) AS kept, 1 / (SELECT count(*)::int FROM done) AS one; COMMIT; SELECT pg_advisory_unlock(${lockId})`
+  );
 }
 
-/**
- * COMMIT and the advisory unlock in one round trip (a simple query of two statements). `lockId`
- * is the decimal bigint of key-digest.ts, checked here before it is written into the text.
- */
-export function commitAndUnlock(lockId: string): string {
-  if (!/^-?\d{1,19}$/.test(lockId)) throw new RangeError('lock id must be a decimal bigint');
-  return `COMMIT; SELECT pg_advisory_unlock(${lockId})`;
+/** A value as an SQL literal: bytea hex, an escaped string, an integer, a boolean, NULL. */
+function literal(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (Buffer.isBuffer(value)) return `'\\x${value.toString('hex')}'::bytea`;
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value)) throw new RangeError('integers only');
+    return String(value);
+  }
+  if (typeof value === 'boolean') return value ? 'true' : 'false';
+  return escapeLiteral(String(value));
+}
+
+/** Replaces `$n` placeholders (the statements here use no other `$`) with literals. */
+function inline(sql: string, values: readonly unknown[]): string {
+  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+    const index = Number(n) - 1;
+    if (index < 0 || index >= values.length) throw new RangeError(`no value for $${n}`);
+    return literal(values[index]);
+  });
 }
