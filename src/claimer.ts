@@ -91,7 +91,8 @@ export interface Receipt {
    * effect must go through — for the PostgreSQL claimer in transactional mode, the transaction's
    * client. When set, the effect commits with `commit()` and vanishes with `release()`; the
    * consumer passes it to the handler as `ctx.transaction`, acks only after `commit()` succeeded,
-   * and requeues when the commit failed (the effect was rolled back with the claim).
+   * and when the commit failed (the effect was rolled back with the claim) releases the receipt
+   * and requeues.
    * Undefined for claimers whose claim lives beside the effect (Redis, in-memory).
    */
   readonly transaction?: unknown;

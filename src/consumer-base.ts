@@ -515,7 +515,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       }
       const commit = await committing;
       if (atomic) {
-        if (commit.outcome !== 'committed') return this.rolledBack(delivery, trace, base, commit.error);
+        if (commit.outcome !== 'committed') return this.rolledBack(delivery, trace, receipt, base, commit.error);
         permit.release();
         permit.handled = true;
       }
@@ -568,9 +568,16 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
    * A transactional receipt's commit failed: the effect was rolled back with the claim, so the
    * delivery is requeued (never acked) and the redelivery claims again (the attempt was counted).
    */
-  private rolledBack(delivery: Delivery, trace: DeliveryTrace, base: { key: string; claimState: 'acquired'; attempt: number; fencingToken: number }, error: unknown): Promise<PendingResult> {
+  private async rolledBack(
+    delivery: Delivery,
+    trace: DeliveryTrace,
+    receipt: AcquiredClaim['receipt'],
+    base: { key: string; claimState: 'acquired'; attempt: number; fencingToken: number },
+    error: unknown,
+  ): Promise<PendingResult> {
     this.logger.error({ err: error, key: base.key, attempt: base.attempt }, 'the transaction holding the claim and the effect did not commit; the effect was rolled back, requeueing the delivery');
     this.emit(trace, delivery, 'commit_failed', base.key, { attempt: base.attempt, fencingToken: base.fencingToken, error });
+    await this.release(delivery, trace, receipt, base);
     const delayMs = backoffDelay(this.options.retryBackoff, base.attempt);
     return this.requeue(delivery, trace, { cause: 'retry', attempt: base.attempt }, delayMs, { ...base, outcome: 'commit_failed', handled: true, error });
   }
