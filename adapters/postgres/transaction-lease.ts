@@ -34,6 +34,7 @@ import {
   LeaseReceipt,
   NonAcquiredReceipt,
   type JsonValue,
+  KeyConflictError,
 } from '../../src';
 import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
 import { type KeyDigests, sha256 } from './key-digest';
@@ -42,7 +43,7 @@ import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
-import { type BeginAttemptRow, beginAndClaim, beginAttempt, completeCommitUnlock, endAttempt } from './statements/transaction';
+import { attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
 
 /**
@@ -164,70 +165,65 @@ export async function claimInTransaction(
   const deadlineAt = claimer.clock.now() + opts.operationTimeoutMs;
   const borrowed = await borrow(claimer.pool, what, opts.operationTimeoutMs);
   const fingerprint = options.fingerprint === undefined ? null : sha256(options.fingerprint);
-  const withTenant = (values: unknown[]) => (tenant === undefined ? values : [tenant, ...values]);
-  let locked = false;
-  let inTransaction = false;
+  const owner = randomUUID();
+  // From the send on, the session may hold the advisory lock and an open transaction.
+  let sent = false;
   try {
-    const [begun] = await runWithin<BeginAttemptRow>(
-      borrowed,
-      what,
-      beginAttempt(opts.schema, tenant !== undefined),
-      withTenant([digests.lockId, digests.scope, digests.key, fingerprint, options.doneTtlMs]),
-      claimer.remaining(deadlineAt),
-    );
-    switch (begun!.state) {
-      case 'busy':
-        borrowed.giveBack();
-        return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
-      case 'done':
-        borrowed.giveBack();
-        return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(begun!.outcome) as JsonValue };
-      case 'conflict':
-        borrowed.giveBack();
-        throw conflictError(key, begun!.stored_fingerprint, options);
-    }
-    locked = true;
-    const lockMs = Math.min(opts.operationTimeoutMs, options.leaseTtlMs);
-    const owner = randomUUID();
-    const text = beginAndClaim(opts.schema, options.leaseTtlMs, lockMs, {
+    const text = attemptAndClaim(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
       ...(tenant === undefined ? {} : { tenant }),
+      lockId: digests.lockId,
+      scope: digests.scope,
       key: digests.key,
       keyText: opts.keepKeyText ? key : null,
       fingerprint,
       owner,
-      attempt: begun!.attempts,
     });
-    inTransaction = true; // BEGIN is the first statement sent: from here a failure may leave one open
     const remainingMs = claimer.remaining(deadlineAt);
     if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
-    let replies: QueryResult<ClaimRow>[];
+    sent = true;
+    let replies: QueryResult[];
     try {
-      replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult<ClaimRow>[];
+      replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult[];
     } catch (error) {
       borrowed.noteError(error);
       throw error;
     }
-    const row = replies[replies.length - 1]?.rows[0];
+    const begun = replies[0]!.rows[0] as BeginAttemptRow;
+    const row = replies[replies.length - 1]!.rows[0] as ClaimRow | { state: 'skipped' };
     const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
-    if (row!.state === 'acquired') {
-      const lease = { key, ownerToken: owner, fencingToken: Number(row!.fencing_token) };
-      return { state: 'acquired', attempt: row!.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+    if (row.state === 'acquired') {
+      const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
+      return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+    }
+    tx.finished = true;
+    if (row.state === 'skipped') {
+      // Step 1 answered busy, done or conflict, and holds no lock: end the empty transaction.
+      await runWithin(borrowed, what, 'ROLLBACK', undefined, opts.operationTimeoutMs);
+      borrowed.giveBack();
+      switch (begun.state) {
+        case 'done':
+          return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(begun.outcome) as JsonValue };
+        case 'conflict':
+          throw conflictError(key, begun.stored_fingerprint, options);
+        default:
+          return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
+      }
     }
     // A row a standalone claimer of the same table holds: answer as it does.
-    tx.finished = true;
     await tx.end(what, false, true);
-    return claimer.toClaimResult(key, tenant, digests, owner, options, row!);
+    return claimer.toClaimResult(key, tenant, digests, owner, options, row);
   } catch (error) {
-    if (inTransaction && sqlState(error) === SQLSTATE.lockNotAvailable) {
+    if (sent && sqlState(error) === SQLSTATE.lockNotAvailable) {
       // Another transaction holds the row (lock_timeout): busy, never an unbounded wait.
       const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
       tx.finished = true;
       await tx.end(what, false, true);
       return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
     }
+    if (error instanceof KeyConflictError) throw error;
     borrowed.noteError(error);
-    // Holding the advisory lock or a transaction: close the session so the server drops both.
-    borrowed.giveBack(locked);
+    // Possibly holding the advisory lock or a transaction: close the session so the server drops both.
+    borrowed.giveBack(sent);
     throw toClaimerError(error, what);
   }
 }

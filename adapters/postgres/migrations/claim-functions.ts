@@ -111,6 +111,8 @@ BEGIN
   -- server crash may forget the last counts, permitting one extra attempt). The handler's own
   -- transaction keeps the server's synchronous_commit.
   PERFORM set_config('synchronous_commit', 'off', true);
+  -- Tells twophase_claim_counted of this session whether to claim (cleared unless 'counted').
+  PERFORM set_config('twophase.counted_attempt', '', false);
   IF NOT pg_try_advisory_lock(p_lock) THEN
     RETURN QUERY SELECT 'busy'::text, 0, NULL::jsonb, NULL::bytea;
     RETURN;
@@ -133,7 +135,28 @@ BEGIN
     expires_at = EXCLUDED.expires_at,
     updated_at = clock_timestamp()
   RETURNING a.attempts INTO n;
+  PERFORM set_config('twophase.counted_attempt', n::text, false);
   RETURN QUERY SELECT 'counted'::text, n, NULL::jsonb, NULL::bytea;
+END
+$fn$;
+
+-- twophase_claim_counted${t.suffix} (transactional mode, inside the handler's transaction, sent in
+-- the same round trip as twophase_begin_attempt${t.suffix}): claims with the attempt that call
+-- counted in this session, or answers 'skipped' (no row) when it did not count one (busy, done,
+-- conflict). Consumes the count, so it is used once.
+CREATE FUNCTION ${s}.twophase_claim_counted${t.suffix}(
+  ${tenantParam}p_key bytea, p_key_text text, p_fingerprint bytea, p_owner text, p_lease_ms bigint
+) RETURNS TABLE (state text, attempt integer, fencing_token bigint, outcome jsonb, stored_fingerprint bytea)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  counted text := current_setting('twophase.counted_attempt', true);
+BEGIN
+  PERFORM set_config('twophase.counted_attempt', '', false);
+  IF counted IS NULL OR counted = '' THEN
+    RETURN QUERY SELECT 'skipped'::text, 0, 0::bigint, NULL::jsonb, NULL::bytea;
+    RETURN;
+  END IF;
+  RETURN QUERY SELECT * FROM ${s}.twophase_claim${t.suffix}(${t.tenantType ? 'p_tenant, ' : ''}p_key, p_key_text, p_fingerprint, p_owner, p_lease_ms, counted::integer);
 END
 $fn$;
 `;

@@ -2,25 +2,16 @@ import { escapeLiteral } from 'pg';
 /**
  * Statements of the transactional (inbox) mode, in the order one delivery sends them on its pool
  * client:
- * 1. {@link beginAttempt} (auto-committed): advisory lock of the key's scope without waiting, the
- *    done check, and the attempt count written outside the transaction to come;
- * 2. {@link beginAndClaim}: BEGIN with per-transaction limits from the lease, and the claim
- *    (the claim function of statements/claim.ts, with the attempt from step 1), in one round trip;
- * 3. (the claim row is now in the transaction);
+ * 1–3. {@link attemptAndClaim}, one round trip: advisory lock of the key's scope without waiting,
+ *    the done check and the attempt count (committed on their own, outside the transaction to
+ *    come); BEGIN with per-transaction limits from the lease; the claim row, in the transaction;
  * 4. the handler's own statements;
  * 5. commit: {@link completeCommitUnlock} (the row completed and the attempt count deleted in
  *    the transaction, COMMIT, unlock: one round trip); or release: ROLLBACK then
  *    {@link endAttempt} (forget the count when dead-lettered, unlock).
  */
 
-/** Parameters: [tenant,] lock id, scope digest, key digest, fingerprint digest or NULL, retention ms. */
-export function beginAttempt(schema: string, tenant: boolean): string {
-  return tenant
-    ? `SELECT * FROM ${schema}.twophase_begin_attempt_tenant($1, $2, $3, $4, $5, $6)`
-    : `SELECT * FROM ${schema}.twophase_begin_attempt($1, $2, $3, $4, $5)`;
-}
-
-/** A row of {@link beginAttempt}. */
+/** The row of `twophase_begin_attempt` (the first answer of {@link attemptAndClaim}). */
 export interface BeginAttemptRow {
   readonly state: 'busy' | 'done' | 'conflict' | 'counted';
   readonly attempts: number;
@@ -29,35 +20,40 @@ export interface BeginAttemptRow {
 }
 
 /**
- * BEGIN, then limits local to this transaction (`SET LOCAL`), from the lease, then the claim —
- * one simple query (one round trip), so its values are written into the text as literals:
- * integers checked here, digests as bytea hex, text through `escapeLiteral`.
- * - `idle_in_transaction_session_timeout = leaseMs`: a handler that leaves the transaction idle
- *   longer (hung, or its process stopped without closing the socket) has its session terminated by
- *   the server, which rolls the transaction back; a late COMMIT then fails;
- * - `statement_timeout = leaseMs`: no single statement of the transaction runs longer;
- * - `lock_timeout = lockMs`: the claim (and the handler's statements) never wait longer for a row
- *   lock; a claim that passes it is `busy`.
- * (https://www.postgresql.org/docs/current/runtime-config-client.html)
- * The claim's arguments: [tenant,] key digest, key text, fingerprint digest, owner, lease ms, attempt.
+ * Steps 1–3 in one round trip (one simple query, so values are written in as literals: integers
+ * checked, digests as bytea hex, text through `escapeLiteral`):
+ * 1. `twophase_begin_attempt` in its own implicit transaction, ended by the COMMIT that follows
+ *    it (https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-MULTI-STATEMENT),
+ *    so the attempt count is durable before, and outside, the handler's transaction;
+ * 2. BEGIN, then limits local to the transaction (`SET LOCAL`), from the lease:
+ *    - `idle_in_transaction_session_timeout = leaseMs`: a handler that leaves the transaction idle
+ *      longer (hung, or its process stopped without closing the socket) has its session
+ *      terminated by the server, which rolls the transaction back; a late COMMIT then fails;
+ *    - `statement_timeout = leaseMs`: no single statement of the transaction runs longer;
+ *    - `lock_timeout = lockMs`: the claim (and the handler's statements) never wait longer for a
+ *      row lock; a claim that passes it is `busy`
+ *    (https://www.postgresql.org/docs/current/runtime-config-client.html);
+ * 3. `twophase_claim_counted`: the claim with the attempt step 1 counted, or `skipped` when step 1
+ *    answered busy, done or conflict (the caller then rolls the empty transaction back).
+ * Answers: step 1's row first, the claim's row last.
  */
-export function beginAndClaim(schema: string, leaseMs: number, lockMs: number, claim: { tenant?: string; key: Buffer; keyText: string | null; fingerprint: Buffer | null; owner: string; attempt: number }): string {
-  for (const n of [leaseMs, lockMs, claim.attempt]) if (!Number.isInteger(n) || n < 0) throw new RangeError('integer milliseconds and attempt expected');
-  const bytes = (b: Buffer | null) => (b === null ? 'NULL' : `'\\x${b.toString('hex')}'::bytea`);
-  const text = (t: string | null) => (t === null ? 'NULL' : escapeLiteral(t));
-  const args = [
-    ...(claim.tenant === undefined ? [] : [text(claim.tenant)]),
-    bytes(claim.key),
-    `${text(claim.keyText)}::text`,
-    bytes(claim.fingerprint),
-    text(claim.owner),
-    String(leaseMs),
-    String(claim.attempt),
-  ].join(', ');
-  const fn = claim.tenant === undefined ? 'twophase_claim' : 'twophase_claim_tenant';
+export function attemptAndClaim(
+  schema: string,
+  leaseMs: number,
+  lockMs: number,
+  retainMs: number,
+  claim: { tenant?: string; lockId: string; scope: Buffer; key: Buffer; keyText: string | null; fingerprint: Buffer | null; owner: string },
+): string {
+  for (const n of [leaseMs, lockMs, retainMs]) if (!Number.isInteger(n) || n < 0) throw new RangeError('integer milliseconds expected');
+  if (!/^-?\d{1,19}$/.test(claim.lockId)) throw new RangeError('lock id must be a decimal bigint');
+  const tenant = claim.tenant === undefined ? [] : [literal(claim.tenant)];
+  const suffix = claim.tenant === undefined ? '' : '_tenant';
+  const begin = [...tenant, claim.lockId, literal(claim.scope), literal(claim.key), literal(claim.fingerprint), String(retainMs)].join(', ');
+  const claimArgs = [...tenant, literal(claim.key), `${literal(claim.keyText)}::text`, literal(claim.fingerprint), literal(claim.owner), String(leaseMs)].join(', ');
   return (
-    `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${leaseMs}; SET LOCAL statement_timeout = ${leaseMs}; ` +
-    `SET LOCAL lock_timeout = ${lockMs}; SELECT * FROM ${schema}.${fn}(${args})`
+    `SELECT * FROM ${schema}.twophase_begin_attempt${suffix}(${begin}); COMMIT; ` +
+    `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${leaseMs}; SET LOCAL statement_timeout = ${leaseMs}; SET LOCAL lock_timeout = ${lockMs}; ` +
+    `SELECT * FROM ${schema}.twophase_claim_counted${suffix}(${claimArgs})`
   );
 }
 
