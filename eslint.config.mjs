@@ -38,7 +38,7 @@ export default tseslint.config(
         {
           patterns: [
             { group: ['../../src/*'], message: 'import the core through its public index: ../../src' },
-            { group: ['../memory/*', '../redis/*', '../rabbitmq/*', '../kafka/*', '../otel/*', '../memory', '../redis', '../rabbitmq', '../kafka', '../otel'], message: 'adapters never import one another (only the CLI combines them).' },
+            { group: ['../memory/*', '../redis/*', '../rabbitmq/*', '../kafka/*', '../otel/*', '../postgres/*', '../memory', '../redis', '../rabbitmq', '../kafka', '../otel', '../postgres'], message: 'adapters never import one another (only the CLI combines them).' },
           ],
         },
       ],

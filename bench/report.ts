@@ -2,7 +2,7 @@
  * The benchmark report (`npm run bench`): one run, side by side, of
  *
  * 1. throughput: the adapters' own benchmarks (bench/core/pipeline.ts, bench/redis/claim-commit.ts,
- *    bench/rabbitmq/run.ts, bench/rabbitmq/replay.ts (`twophase dlq replay`), bench/kafka/consume.ts), each in a child process, one after another,
+ *    bench/rabbitmq/run.ts, bench/rabbitmq/replay.ts (`twophase dlq replay`), bench/postgres/inbox.ts, bench/kafka/consume.ts), each in a child process, one after another,
  *    with the sizes below, their JSON written to bench/results/*.report.tmp.json;
  * 2. added latency: for each broker (in-process, RabbitMQ, Kafka) × claimer (none = the raw
  *    client, InMemoryClaimer, RedisClaimer), messages published at a steady rate well under
@@ -14,7 +14,7 @@
  * Writes bench/results/latest.json and bench/results/latest.png (and the .svg it is rendered
  * from, with @resvg/resvg-js). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,powertools,throughput,latency]
+ *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,postgres,powertools,throughput,latency]
  *
  * Needs Redis (127.0.0.1:6379), RabbitMQ (127.0.0.1:5672) and Kafka (127.0.0.1:9092, `npm run
  * kafka:start`); a broker that is not reachable is skipped and reported as such.
@@ -114,6 +114,15 @@ async function throughput(args: Args, available: Record<Broker, boolean>): Promi
     const replay = readJson(tmp('replay')) as { medianMsgsPerSec: number; medianCpuMicrosPerMessage: number };
     raw.replay = replay;
     step(`DLQ replay: ${replay.medianMsgsPerSec} msg/s (${replay.medianCpuMicrosPerMessage} µs CPU/msg in the tool)`);
+    if (!args.skip.has('postgres')) {
+      step('throughput: PostgreSQL inbox on RabbitMQ (bench/postgres/inbox.ts: floor vs transactional vs Redis claimer)');
+      try {
+        await runBench('postgres/inbox.ts', ['--count', q ? '2000' : '5000', '--out', tmp('postgres')]);
+        raw.postgres = readJson(tmp('postgres'));
+      } catch (error) {
+        raw.postgres = { skipped: (error as Error).message.slice(0, 300) };
+      }
+    }
   }
   if (available.kafka) {
     step('throughput: Kafka (bench/kafka/consume.ts)');

@@ -92,6 +92,16 @@ export interface Receipt {
    */
   readonly fencingToken: number;
   /**
+   * Optional: a per-delivery resource the claimer opened with this claim, which the handler's
+   * effect must go through — for the PostgreSQL claimer in transactional mode, the transaction's
+   * client. When set, the effect commits with `commit()` and vanishes with `release()`; the
+   * consumer passes it to the handler as `ctx.transaction`, acks only after `commit()` succeeded,
+   * and when the commit failed (the effect was rolled back with the claim) releases the receipt
+   * and requeues.
+   * Undefined for claimers whose claim lives beside the effect (Redis, in-memory).
+   */
+  readonly transaction?: unknown;
+  /**
    * Marks the key done for `doneTtlMs`, storing `result` (JSON, at most the claimer's
    * `maxResultBytes`, default 4096 bytes UTF-8).
    * @throws ResultTooLargeError before anything is written when the result is too large

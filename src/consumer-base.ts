@@ -100,8 +100,11 @@ function callSettler(settler: Settler, action: 'ack' | 'requeue' | 'reject', inf
  * Base class of an effect-once consumer.
  *
  * @typeParam TBody - the decoded body type (see {@link ConsumerBase.decode}).
+ * @typeParam TTransaction - the type of `ctx.transaction`: set it (e.g. to `pg`'s PoolClient) only
+ *   with a transactional claimer (`PostgresClaimer` in `transactional` mode); otherwise leave it
+ *   `undefined`.
  */
-export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
+export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> implements DeliverySink {
   protected readonly options: ResolvedConsumerOptions;
   protected readonly logger: Logger;
   private readonly observation: ObservationFanout;
@@ -158,7 +161,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
    * value (`undefined`, a plain object) is dead-lettered once with reason `invalid_disposition`,
    * never retried and never an implicit ack.
    */
-  abstract handle(message: Message<TBody>, context: HandlerContext): Disposition | Promise<Disposition>;
+  abstract handle(message: Message<TBody>, context: HandlerContext<TTransaction>): Disposition | Promise<Disposition>;
 
   /** The key namespace. */
   get name(): string {
@@ -507,7 +510,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
         ? undefined
         : setTimeout(() => flight.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
     const keepAlive = this.keeper?.keep(receipt, flight);
-    const context: HandlerContext = new LazyContext(flight, fencingToken, attempt, delivery.metadata);
+    const context = new LazyContext(flight, fencingToken, attempt, delivery.metadata, receipt.transaction as TTransaction);
     let end: HandlerEnd;
     try {
       // Stop waiting once the handler is aborted (shutdown deadline, handler timeout): a handler
@@ -528,12 +531,22 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
       const committing = trace.wrapsSteps
         ? trace.step('commit', () => commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger))
         : commitWithin(receipt, value, this.options.commitDeadlineMs, this.logger);
-      // The effect is done and its commit is on its way; whatever the commit's outcome, the
-      // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
-      permit.release();
-      permit.handled = true;
-      if (delivery.settler.handled) this.signalHandled(delivery, key);
+      // A receipt carrying the handler's transaction commits the effect with the claim: the
+      // delivery counts as handled only once that commit succeeded (see Receipt.transaction).
+      const atomic = receipt.transaction !== undefined;
+      if (!atomic) {
+        // The effect is done and its commit is on its way; whatever the commit's outcome, the
+        // delivery is acked. The handler slot is free now, and the source may move on (see Settler.handled).
+        permit.release();
+        permit.handled = true;
+        if (delivery.settler.handled) this.signalHandled(delivery, key);
+      }
       const commit = await committing;
+      if (atomic) {
+        if (commit.outcome !== 'committed') return this.rolledBack(delivery, trace, receipt, base, commit.error);
+        permit.release();
+        permit.handled = true;
+      }
       const failed = commit.outcome === 'committed' ? undefined : commit.error;
       this.emit(trace, delivery, commit.outcome, key, { attempt, fencingToken, error: failed });
       if (trace.wrapsSteps) await this.settle(trace, delivery, key, attempt, fencingToken, 'ack', ACK_NEW);
@@ -580,12 +593,35 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
    * Runs `handle()` and always returns a promise: a synchronous return value is wrapped, and a
    * synchronous throw becomes a rejection (so both are judged like an `async` handler's).
    */
-  private callHandle(message: Message<TBody>, context: HandlerContext): Promise<Disposition> {
+  private callHandle(message: Message<TBody>, context: HandlerContext<TTransaction>): Promise<Disposition> {
     try {
       return Promise.resolve(this.handle(message, context));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * A transactional receipt's commit failed: the effect was rolled back with the claim, so the
+   * delivery is requeued (never acked) and the redelivery claims again (the attempt was counted).
+   */
+  private async rolledBack(
+    delivery: Delivery,
+    trace: DeliveryTrace,
+    receipt: AcquiredClaim['receipt'],
+    base: { key: string; claimState: 'acquired'; attempt: number; fencingToken: number },
+    error: unknown,
+  ): Promise<PendingResult> {
+    if (this.logLimiter.admit('transaction_rolled_back')) {
+      this.logger.error(
+        { consumer: this.name, key: base.key, reason: 'transaction_rolled_back', attempt: base.attempt, destination: 'requeue', err: error },
+        'twophase: the transaction holding the claim and the effect did not commit; the effect was rolled back, message requeued',
+      );
+    }
+    this.emit(trace, delivery, 'commit_failed', base.key, { attempt: base.attempt, fencingToken: base.fencingToken, error });
+    await this.release(delivery, trace, receipt, base);
+    const delayMs = backoffDelay(this.options.retryBackoff, base.attempt);
+    return this.requeue(delivery, trace, { cause: 'retry', attempt: base.attempt }, delayMs, { ...base, outcome: 'commit_failed', handled: true, error });
   }
 
   /** Fail-open path: the store stayed unavailable and `failOpen` is on. No claim, no commit. */
@@ -597,7 +633,7 @@ export abstract class ConsumerBase<TBody = unknown> implements DeliverySink {
     this.flights.add(flight);
     const base = { key: message.key, attempt, fencingToken: 0 };
     try {
-      const value = await trace.step('handle', () => this.callHandle(message, new LazyContext(flight, 0, attempt, delivery.metadata)));
+      const value = await trace.step('handle', () => this.callHandle(message, new LazyContext(flight, 0, attempt, delivery.metadata, undefined as TTransaction)));
       if (!isDisposition(value)) throw new InvalidDispositionError(value);
       if (value.type === 'ack') return this.ack(delivery, trace, false, { ...base, outcome: 'claim_failed', handled: true });
       if (value.type === 'reject') return this.reject(delivery, trace, { reason: value.reason, attempts: attempt }, { ...base, outcome: 'rejected', handled: true });

@@ -46,8 +46,12 @@ export interface Message<TBody> {
   readonly metadata: DeliveryMetadata;
 }
 
-/** What the handler gets beside the message. */
-export interface HandlerContext {
+/**
+ * What the handler gets beside the message.
+ * @typeParam TTransaction - the type of {@link HandlerContext.transaction}: the resource of a
+ *   transactional claimer (e.g. a `pg` PoolClient); `undefined` for other claimers.
+ */
+export interface HandlerContext<TTransaction = undefined> {
   /**
    * Aborted when the lease is lost (reason: LeaseLostError), at the handler timeout, or when a
    * shutdown passes its deadline (reason: ShutdownError). Pass it to I/O that accepts a signal.
@@ -58,4 +62,11 @@ export interface HandlerContext {
   /** 1 on the first attempt; counts acquisitions of the key across redeliveries and retries. */
   readonly attempt: number;
   readonly metadata: DeliveryMetadata;
+  /**
+   * The claim's transaction when the claimer is transactional (the PostgreSQL claimer's inbox
+   * mode: a `pg` client inside the transaction that holds the claim). Write the effect through it
+   * so it commits with the claim or not at all; never COMMIT, ROLLBACK or release it yourself.
+   * Undefined with other claimers, and on the `failOpen` path (no claim, no transaction).
+   */
+  readonly transaction: TTransaction;
 }

@@ -34,12 +34,13 @@ export class LazyAbort {
 }
 
 /** The handler context; its signal is created only if the handler reads it. */
-export class LazyContext implements HandlerContext {
+export class LazyContext<TTransaction = undefined> implements HandlerContext<TTransaction> {
   constructor(
     private readonly abort: LazyAbort,
     readonly fencingToken: number,
     readonly attempt: number,
     readonly metadata: DeliveryMetadata,
+    readonly transaction: TTransaction,
   ) {}
 
   get signal(): AbortSignal {

@@ -1,8 +1,11 @@
 /**
- * The `twophase` command line, built with commander. Today: `twophase dlq replay`.
+ * The `twophase` command line, built with commander: `twophase dlq replay`, `twophase postgres migrate`,
+ * `twophase keys diagnose|purge`.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
+import { addKeysCommands } from './keys-commands';
+import { addPostgresCommands } from './postgres-migrate';
 import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './replay';
 import type { ReplayBackendFactory } from './replay-backend';
 import { type CliIo, humanReporter, jsonReporter } from './reporters';
@@ -96,6 +99,11 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         exitCode = EXIT.failed;
       }
     });
+  const setExit = (code: number) => {
+    exitCode = code;
+  };
+  addPostgresCommands(program, io, env, setExit);
+  addKeysCommands(program, io, env, setExit);
   try {
     await program.parseAsync([...args], { from: 'user' });
   } catch (error) {

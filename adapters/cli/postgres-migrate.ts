@@ -1,0 +1,69 @@
+/**
+ * `twophase postgres migrate`: applies the inbox migrations (twophase/postgres) to a database.
+ * Opens one connection from `--url` (or $TWOPHASE_DATABASE_URL / $DATABASE_URL) and closes it.
+ */
+import type { Command } from 'commander';
+import { Client } from 'pg';
+import { migrate, parseTenantsTable } from '../postgres';
+import type { CliIo } from './reporters';
+
+/** Environment variables read for the database URL, in order. */
+export const DATABASE_URL_ENVS = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as const;
+
+interface MigrateFlags {
+  url?: string;
+  schema: string;
+  tenantsTable?: string;
+  tenantsColumn: string;
+  dryRun: boolean;
+  json: boolean;
+}
+
+/** Adds `postgres migrate` to `program`; `setExit` receives the command's exit code. */
+export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<Record<string, string | undefined>>, setExit: (code: number) => void): void {
+  const postgres = program.command('postgres').description('PostgreSQL inbox tools').exitOverride();
+  postgres
+    .command('migrate')
+    .description('Apply the inbox migrations (forward only, each version once, all pending ones in one transaction).')
+    .option('--url <url>', `PostgreSQL URL (default: $${DATABASE_URL_ENVS.join(' or $')})`)
+    .option('--schema <schema>', 'schema of the inbox tables (created when missing)', 'twophase')
+    .option('--tenants-table <[schema.]table>', "the application's tenants table; creates the tenant inbox with a foreign key to it")
+    .option('--tenants-column <column>', 'key column of the tenants table', 'id')
+    .option('--dry-run', 'print what would be applied and its SQL, change nothing', false)
+    .option('--json', 'print the report as one JSON object', false)
+    .exitOverride()
+    .action(async (flags: MigrateFlags) => {
+      const url = flags.url ?? DATABASE_URL_ENVS.map((name) => env[name]).find((v) => v !== undefined && v !== '');
+      if (!url) {
+        io.stderr(`error: give --url or set $${DATABASE_URL_ENVS[0]}\n`);
+        setExit(2);
+        return;
+      }
+      const client = new Client({ connectionString: url });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        const report = await migrate(client, {
+          schema: flags.schema,
+          dryRun: flags.dryRun,
+          ...(flags.tenantsTable ? { tenants: parseTenantsTable(flags.tenantsTable, flags.tenantsColumn) } : {}),
+        });
+        if (flags.json) io.stdout(`${JSON.stringify(report)}\n`);
+        else {
+          const verb = report.dryRun ? 'would apply' : 'applied';
+          if (report.applied.length === 0) io.stdout(`schema "${report.schema}" is up to date (versions ${report.alreadyApplied.join(', ') || 'none'})\n`);
+          for (const m of report.applied) io.stdout(`${verb} ${m.version}: ${m.name}\n`);
+          for (const m of report.skipped) io.stdout(`skipped ${m.version}: ${m.name} (${m.reason})\n`);
+          if (report.dryRun) io.stdout(`${report.sql.join('\n')}\n`);
+        }
+        setExit(0);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        if (flags.json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
+        else io.stderr(`error: ${message}\n`);
+        setExit(1);
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    });
+}

@@ -1,0 +1,83 @@
+/**
+ * Errors of the PostgreSQL adapter, and the one function that classifies what `pg` or the server
+ * reports: a deployment fault to fix (configuration, schema), a refused key, or a transient
+ * store failure (retry later). Twophase's own errors pass through unchanged.
+ */
+import { ClaimerUnavailableError, ConfigurationError, InvalidKeyError, TwophaseError } from '../../src';
+
+/**
+ * The inbox tables are missing, older than this version of twophase expects, or do not have the
+ * expected columns. Not retriable: run `twophase postgres migrate` (or the exported migrations).
+ */
+export class SchemaMismatchError extends TwophaseError {
+  constructor(
+    message: string,
+    /** Every difference found, one line each. */
+    readonly problems: readonly string[] = [],
+  ) {
+    super('SCHEMA_MISMATCH', problems.length === 0 ? message : `${message}:\n- ${problems.join('\n- ')}`);
+  }
+}
+
+/**
+ * The claim's transaction ended without applying: COMMIT failed, the session was terminated
+ * (`idle_in_transaction_session_timeout`, `pg_terminate_backend`, a lost connection) or a statement
+ * of the handler failed and aborted the transaction. The effect written through the transaction
+ * and the claim were both rolled back; the delivery must be retried. Not retriable on this receipt
+ * (the transaction is gone); the consumer requeues the message instead.
+ */
+export class TransactionAbortedError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('TRANSACTION_ABORTED', message, options);
+  }
+}
+
+/** SQLSTATE classes and codes the adapter tells apart (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
+export const SQLSTATE = {
+  foreignKeyViolation: '23503',
+  checkViolation: '23514',
+  lockNotAvailable: '55P03',
+  queryCanceled: '57014',
+  undefinedTable: '42P01',
+  undefinedFunction: '42883',
+  undefinedColumn: '42703',
+  invalidSchemaName: '3F000',
+  insufficientPrivilege: '42501',
+  inFailedTransaction: '25P02',
+  idleInTransactionTimeout: '25P03',
+} as const;
+
+/** The SQLSTATE of a `pg` error, or undefined for other errors (socket errors, timeouts). */
+export function sqlState(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * Turns any error of an operation on `what` into a twophase error:
+ * - a {@link TwophaseError} is returned as is;
+ * - a missing table, function, column or schema becomes {@link SchemaMismatchError};
+ * - a missing privilege becomes {@link ConfigurationError};
+ * - a foreign-key violation (a tenant key for a tenant the tenants table does not hold) becomes
+ *   {@link InvalidKeyError}, which the consumer dead-letters with reason `invalid_key`;
+ * - everything else (connection refused or reset, the server shutting down, statement timeouts,
+ *   serialization failures, deadlines) becomes a retriable {@link ClaimerUnavailableError}.
+ */
+export function toClaimerError(error: unknown, what: string): TwophaseError {
+  if (error instanceof TwophaseError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const state = sqlState(error);
+  switch (state) {
+    case SQLSTATE.undefinedTable:
+    case SQLSTATE.undefinedFunction:
+    case SQLSTATE.undefinedColumn:
+    case SQLSTATE.invalidSchemaName:
+      return new SchemaMismatchError(`${what}: the inbox schema is missing or out of date (PostgreSQL said: ${message}); run \`twophase postgres migrate\``);
+    case SQLSTATE.insufficientPrivilege:
+      return new ConfigurationError(`${what}: the database user lacks a privilege the claimer needs (PostgreSQL said: ${message})`, { cause: error });
+    case SQLSTATE.foreignKeyViolation:
+      return new InvalidKeyError(`${what}: the tenant does not exist in the tenants table (PostgreSQL said: ${message})`);
+    default:
+      return new ClaimerUnavailableError(`${what}: PostgreSQL unavailable: ${message}`, { cause: error });
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * `twophase/postgres`: the PostgreSQL claimer (standalone, or the transactional inbox mode) on a
+ * `pg` Pool the application owns, and the inbox migrations.
+ *
+ * ```ts
+ * import { Pool } from 'pg';
+ * import { migrate, PostgresClaimer } from 'twophase/postgres';
+ * const pool = new Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate(pool);
+ * const claimer = new PostgresClaimer({ pool }, { mode: 'transactional' });
+ * ```
+ */
+export { PostgresClaimer } from './postgres-claimer';
+export { TransactionReceipt } from './transaction-lease';
+export {
+  POSTGRES_CLAIMER_DEFAULTS,
+  type PostgresClaimerDependencies,
+  type PostgresClaimerLogger,
+  type PostgresClaimerMode,
+  type PostgresClaimerOptions,
+  type ResolvedPostgresClaimerOptions,
+} from './options';
+export { migrate, type MigrateOptions, type MigrateReport, type MigrationEntry } from './migrate';
+export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VERSION, REQUIRED_TENANT_VERSION } from './migrations';
+export { DEFAULT_SCHEMA, type TenantsTable, parseTenantsTable } from './identifiers';
+export { SchemaMismatchError, TransactionAbortedError, toClaimerError } from './errors';
+export { keyDigests, type KeyDigests } from './key-digest';
+export { diagnoseKey, type DiagnoseOptions, type KeyDiagnosis, purgeExpired, type PurgeOptions, type PurgeReport } from './keys';

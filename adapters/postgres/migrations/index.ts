@@ -1,0 +1,31 @@
+/**
+ * The inbox's versioned, forward-only migrations. Each is applied once, in order, inside one
+ * transaction that also records it in `<schema>.twophase_migrations`; none is ever edited once
+ * released — a change is a new version.
+ */
+import type { MigrationContext } from './context';
+import * as m0001 from './0001-platform-inbox';
+import * as m0002 from './0002-tenant-inbox';
+
+export type { MigrationContext } from './context';
+
+/** One migration. */
+export interface Migration {
+  /** 1, 2, … in order of application. */
+  readonly version: number;
+  readonly name: string;
+  /** True when the migration needs the tenants table (`tenants` option). */
+  readonly needsTenants: boolean;
+  /** The SQL, rendered for a schema (and tenants table). */
+  sql(context: MigrationContext): string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  { version: m0001.VERSION, name: m0001.NAME, needsTenants: false, sql: m0001.sql },
+  { version: m0002.VERSION, name: m0002.NAME, needsTenants: true, sql: m0002.sql },
+];
+
+/** The newest platform-inbox migration a claimer of this version needs. */
+export const REQUIRED_PLATFORM_VERSION = 1;
+/** The newest tenant-inbox migration a tenant claimer of this version needs. */
+export const REQUIRED_TENANT_VERSION = 2;

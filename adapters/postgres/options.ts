@@ -1,0 +1,143 @@
+/**
+ * Options and dependencies of the PostgreSQL claimer: TSDoc gives meaning, unit, default and
+ * range; defaults live in one `Readonly<Required<…>>` constant; `resolveOptions` merges into a
+ * copy and validates at construction, naming the field and the value.
+ */
+import type { Pool } from 'pg';
+import { type Clock, ConfigurationError } from '../../src';
+import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
+
+/** A pino-compatible logger (`logger.warn({ key }, 'message')`). */
+export interface PostgresClaimerLogger {
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** What the claimer is given. It never opens connections of its own. */
+export interface PostgresClaimerDependencies {
+  /**
+   * A `pg` Pool the caller created and owns. The claimer borrows clients from it (one per
+   * operation in standalone mode; one per delivery, for the handler's whole run, in
+   * transactional mode: size the pool above the consumer's concurrency) and never ends it.
+   */
+  readonly pool: Pool;
+  /** Where warnings go. Default: `console.warn` / `console.error`, tagged. */
+  readonly logger?: PostgresClaimerLogger;
+  /** Monotonic local clock, ms, for operation deadlines only. Default `performance.now()`. */
+  readonly clock?: Clock;
+}
+
+/**
+ * How claims relate to the handler's effect.
+ * - `standalone`: each claim, commit, release and extend is its own auto-committed statement: an
+ *   ordinary claimer beside any effect (same guarantee as the Redis claimer).
+ * - `transactional`: the inbox mode. Each acquired claim opens a transaction on a pool client;
+ *   the handler writes its effect through `ctx.transaction`; `commit` marks the key completed and
+ *   COMMITs both, `release` rolls both back. See docs/postgres.md.
+ */
+export type PostgresClaimerMode = 'standalone' | 'transactional';
+
+/** Options of `PostgresClaimer`. */
+export interface PostgresClaimerOptions {
+  /** Schema holding the inbox tables (as migrated). Default `twophase`. */
+  readonly schema?: string;
+  /** Default `standalone`. */
+  readonly mode?: PostgresClaimerMode;
+  /**
+   * Claims go to the tenant inbox (`twophase_tenant_inbox`, migration 2) with the tenant this
+   * function returns for the claim's key; a tenant the tenants table does not hold is refused by
+   * the database (the consumer dead-letters with reason `invalid_key`). Keys are unique per
+   * tenant. Default: none, claims go to the platform inbox.
+   */
+  readonly tenantOf?: (key: string) => string;
+  /**
+   * Also store the readable key (`key_text`) beside its digest, for `twophase keys diagnose`.
+   * Keys can hold personal data: off by default.
+   */
+  readonly keepKeyText?: boolean;
+  /**
+   * Deadline of each store operation (claim, claimMany, commit, release, extend; in
+   * transactional mode each statement the claimer sends), in ms, including the wait for a pool
+   * client. Past it the operation rejects with `ClaimerUnavailableError`. Default 2000; range
+   * [10, 60000].
+   */
+  readonly operationTimeoutMs?: number;
+  /** How long `ready()` may take, in ms. Default 10000; range [10, 600000]. */
+  readonly readyTimeoutMs?: number;
+  /**
+   * Largest commit result, in bytes of UTF-8 JSON. The stored outcome is bounded to 4096 bytes
+   * by a CHECK, and wraps the result; a result that still does not fit once stored is dropped
+   * (the key is completed without it, with a warning). Default 4000; range [1, 4000].
+   */
+  readonly maxResultBytes?: number;
+}
+
+/** The options after defaults and validation. */
+export interface ResolvedPostgresClaimerOptions {
+  readonly schemaName: string;
+  /** Quoted schema. */
+  readonly schema: string;
+  readonly mode: PostgresClaimerMode;
+  readonly tenantOf: ((key: string) => string) | undefined;
+  readonly keepKeyText: boolean;
+  readonly operationTimeoutMs: number;
+  readonly readyTimeoutMs: number;
+  readonly maxResultBytes: number;
+}
+
+/** Defaults of {@link PostgresClaimerOptions}. */
+export const POSTGRES_CLAIMER_DEFAULTS: Readonly<Required<Omit<PostgresClaimerOptions, 'tenantOf'>>> = {
+  schema: DEFAULT_SCHEMA,
+  mode: 'standalone',
+  keepKeyText: false,
+  operationTimeoutMs: 2000,
+  readyTimeoutMs: 10_000,
+  maxResultBytes: 4000,
+};
+
+const KNOWN = new Set(['schema', 'mode', 'tenantOf', 'keepKeyText', 'operationTimeoutMs', 'readyTimeoutMs', 'maxResultBytes']);
+
+/**
+ * Merges `options` over the defaults into a new object and validates every field.
+ * @throws ConfigurationError naming the field and the value (unknown fields included)
+ */
+export function resolveOptions(options: PostgresClaimerOptions = {}): ResolvedPostgresClaimerOptions {
+  for (const name of Object.keys(options)) {
+    if (!KNOWN.has(name)) throw new ConfigurationError(`unknown PostgresClaimer option "${name}" (known: ${[...KNOWN].join(', ')})`);
+  }
+  const schemaName = options.schema ?? POSTGRES_CLAIMER_DEFAULTS.schema;
+  const mode = options.mode ?? POSTGRES_CLAIMER_DEFAULTS.mode;
+  if (mode !== 'standalone' && mode !== 'transactional') {
+    throw new ConfigurationError(`mode must be "standalone" or "transactional", got ${JSON.stringify(mode)}`);
+  }
+  if (options.tenantOf !== undefined && typeof options.tenantOf !== 'function') {
+    throw new ConfigurationError(`tenantOf must be a function (key) => tenant, got ${typeof options.tenantOf}`);
+  }
+  const resolved: ResolvedPostgresClaimerOptions = {
+    schemaName,
+    schema: quoteIdentifier('schema', schemaName),
+    mode,
+    tenantOf: options.tenantOf,
+    keepKeyText: options.keepKeyText ?? POSTGRES_CLAIMER_DEFAULTS.keepKeyText,
+    operationTimeoutMs: options.operationTimeoutMs ?? POSTGRES_CLAIMER_DEFAULTS.operationTimeoutMs,
+    readyTimeoutMs: options.readyTimeoutMs ?? POSTGRES_CLAIMER_DEFAULTS.readyTimeoutMs,
+    maxResultBytes: options.maxResultBytes ?? POSTGRES_CLAIMER_DEFAULTS.maxResultBytes,
+  };
+  if (typeof resolved.keepKeyText !== 'boolean') throw new ConfigurationError(`keepKeyText must be a boolean, got ${String(resolved.keepKeyText)}`);
+  integerIn('operationTimeoutMs', resolved.operationTimeoutMs, 10, 60_000);
+  integerIn('readyTimeoutMs', resolved.readyTimeoutMs, 10, 600_000);
+  integerIn('maxResultBytes', resolved.maxResultBytes, 1, 4000);
+  return resolved;
+}
+
+function integerIn(field: string, value: unknown, min: number, max: number): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
+  }
+}
+
+/** The default logger: warnings and errors to the console, tagged. */
+export const consoleLogger: PostgresClaimerLogger = {
+  warn: (obj, msg) => console.warn(`[twophase/postgres] ${msg ?? ''}`, obj),
+  error: (obj, msg) => console.error(`[twophase/postgres] ${msg ?? ''}`, obj),
+};

@@ -1,0 +1,214 @@
+/**
+ * PostgresClaimer: the claim contract on PostgreSQL through a caller-owned `pg` Pool, standalone
+ * or transactional (the inbox mode).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Pool, QueryResultRow } from 'pg';
+import {
+  type Claimer,
+  type ClaimManyEntry,
+  type ClaimOptions,
+  type ClaimRequest,
+  type ClaimResult,
+  type Clock,
+  ConfigurationError as ClaimerConfigurationError,
+  type JsonValue,
+  LeaseReceipt,
+  monotonicClock,
+  NonAcquiredReceipt,
+  validateClaimOptions,
+  validateKey,
+} from '../../src';
+import { toClaimerError } from './errors';
+import { type KeyDigests, keyDigests, sha256 } from './key-digest';
+import {
+  consoleLogger,
+  type PostgresClaimerDependencies,
+  type PostgresClaimerLogger,
+  type PostgresClaimerOptions,
+  resolveOptions,
+  type ResolvedPostgresClaimerOptions,
+} from './options';
+import { borrow } from './pool-client';
+import { checkSchema } from './startup-checks';
+import { conflictError, runWithin, storedResult } from './statement-runner';
+import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements/claim';
+import { StandaloneLease } from './standalone-lease';
+import { claimInTransaction } from './transaction-lease';
+
+/**
+ * A {@link Claimer} backed by PostgreSQL (kind `distributed`). Tables, statuses and the
+ * migrations: see `migrations/` and docs/postgres.md.
+ *
+ * **Standalone mode** (default): every operation is one auto-committed statement on a client
+ * borrowed from the pool for that statement. A claim is one call of the `twophase_claim`
+ * function (an `INSERT … ON CONFLICT DO NOTHING`, else a takeover `UPDATE` that re-checks the row
+ * it read: never read-then-write). The lease ends at `expires_at`, judged by the server clock
+ * (`clock_timestamp()`), never the client's. commit, release and extend compare the owner token
+ * and the fencing token. A completed key is done until `expires_at` (its retention, `doneTtlMs`).
+ * Fencing tokens come from one sequence: they strictly increase per key, also after a row was
+ * purged. `claimMany` claims a batch in one statement (one round trip).
+ *
+ * **Transactional mode**: see {@link claimInTransaction}. An acquired claim holds a pool client
+ * with an open transaction until its receipt is committed (COMMIT) or released (ROLLBACK); the
+ * consumer hands that transaction to the handler as `ctx.transaction`. `claimMany` is not offered
+ * (it would open one transaction per record ahead of the handlers).
+ *
+ * **Outages.** Each operation has its own deadline (`operationTimeoutMs`, including the wait for
+ * a pool client) and rejects with {@link ClaimerUnavailableError} past it or on any connection
+ * error; it never guesses a state. A client whose connection failed is destroyed, never reused.
+ * When PostgreSQL returns, the pool connects again; nothing needs re-creating.
+ */
+export class PostgresClaimer implements Claimer {
+  /** Claims live in PostgreSQL, shared by every replica. */
+  readonly kind = 'distributed' as const;
+  /** Claims many keys in one round trip (standalone mode only; undefined in transactional mode). */
+  readonly claimMany?: (requests: readonly ClaimRequest[]) => Promise<ClaimManyEntry[]>;
+
+  /** @internal */ readonly pool: Pool;
+  /** @internal */ readonly options: ResolvedPostgresClaimerOptions;
+  /** @internal */ readonly logger: PostgresClaimerLogger;
+  /** @internal */ readonly clock: Clock;
+
+  /**
+   * @throws ConfigurationError for an invalid option or a missing pool
+   */
+  constructor(dependencies: PostgresClaimerDependencies, options: PostgresClaimerOptions = {}) {
+    this.options = resolveOptions(options);
+    if (!dependencies?.pool || typeof dependencies.pool.connect !== 'function') {
+      throw new ClaimerConfigurationError('PostgresClaimer needs { pool }: a pg Pool the application created');
+    }
+    this.pool = dependencies.pool;
+    this.logger = dependencies.logger ?? consoleLogger;
+    this.clock = dependencies.clock ?? monotonicClock;
+    if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
+  }
+
+  /** `standalone` or `transactional`. */
+  get mode(): ResolvedPostgresClaimerOptions['mode'] {
+    return this.options.mode;
+  }
+
+  /**
+   * Checks that the inbox table exists with the expected shape (called by the consumer's
+   * `start()`); fails closed.
+   * @throws SchemaMismatchError when a migration is missing or the table differs
+   * @throws ClaimerUnavailableError when PostgreSQL cannot be reached within `readyTimeoutMs`
+   */
+  async ready(): Promise<void> {
+    const what = 'ready';
+    const borrowed = await borrow(this.pool, what, this.options.readyTimeoutMs);
+    try {
+      await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined);
+    } catch (error) {
+      borrowed.noteError(error);
+      throw toClaimerError(error, what);
+    } finally {
+      borrowed.giveBack();
+    }
+  }
+
+  /** {@inheritDoc Claimer.claim} */
+  async claim(key: string, options: ClaimOptions): Promise<ClaimResult> {
+    validateKey(key);
+    validateClaimOptions(options);
+    const tenant = this.tenantOf(key);
+    const digests = keyDigests(key, tenant);
+    if (this.options.mode === 'transactional') return claimInTransaction(this, key, tenant, digests, options);
+    const owner = randomUUID();
+    const rows = await this.query<ClaimRow>(`claim of "${key}"`, claimOne(this.options.schema, tenant !== undefined), [
+      ...(tenant === undefined ? [] : [tenant]),
+      ...this.claimParams(key, digests, options, owner),
+      null,
+    ]);
+    return this.toClaimResult(key, tenant, digests, owner, options, rows[0]!);
+  }
+
+  private async claimBatch(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
+    const entries: (ClaimManyEntry | undefined)[] = new Array(requests.length);
+    const valid: { index: number; key: string; tenant: string | undefined; digests: KeyDigests; owner: string; options: ClaimOptions }[] = [];
+    requests.forEach((request, index) => {
+      try {
+        validateKey(request.key);
+        validateClaimOptions(request.options);
+        const tenant = this.tenantOf(request.key);
+        valid.push({ index, key: request.key, tenant, digests: keyDigests(request.key, tenant), owner: randomUUID(), options: request.options });
+      } catch (error) {
+        entries[index] = { ok: false, error: error as Error };
+      }
+    });
+    if (valid.length > 0) {
+      const tenantMode = this.options.tenantOf !== undefined;
+      const columns = valid.map((v) => this.claimParams(v.key, v.digests, v.options, v.owner));
+      const arrays = [0, 1, 2, 3, 4].map((i) => columns.map((c) => c[i]));
+      const params = tenantMode ? [valid.map((v) => v.tenant), ...arrays] : arrays;
+      const rows = await this.query<ClaimRow & { ord: string }>(`claimMany of ${valid.length} keys`, claimManySql(this.options.schema, tenantMode), params);
+      rows.forEach((row, i) => {
+        const v = valid[i]!;
+        try {
+          entries[v.index] = { ok: true, result: this.toClaimResult(v.key, v.tenant, v.digests, v.owner, v.options, row) };
+        } catch (error) {
+          entries[v.index] = { ok: false, error: error as Error };
+        }
+      });
+    }
+    return entries as ClaimManyEntry[];
+  }
+
+  /** Parameters of one claim after the tenant: key digest, key text, fingerprint digest, owner, lease ms. */
+  private claimParams(key: string, digests: KeyDigests, options: ClaimOptions, owner: string): unknown[] {
+    return [digests.key, this.options.keepKeyText ? key : null, fingerprintDigest(options), owner, options.leaseTtlMs];
+  }
+
+  /** @internal Turns a claim function row into a ClaimResult (standalone mode). */
+  toClaimResult(key: string, tenant: string | undefined, digests: KeyDigests, owner: string, options: ClaimOptions, row: ClaimRow): ClaimResult {
+    switch (row.state) {
+      case 'acquired': {
+        const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
+        const ops = new StandaloneLease(this, tenant, digests, options.doneTtlMs);
+        return { state: 'acquired', attempt: row.attempt, receipt: new LeaseReceipt(lease, ops, options.doneTtlMs, this.options.maxResultBytes) };
+      }
+      case 'done':
+        return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue };
+      case 'busy':
+        return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
+      case 'conflict':
+        throw conflictError(key, row.stored_fingerprint, options);
+    }
+  }
+
+  /** @internal The tenant of a key, or undefined for the platform inbox. */
+  tenantOf(key: string): string | undefined {
+    const of = this.options.tenantOf;
+    if (!of) return undefined;
+    const tenant = of(key);
+    if (typeof tenant !== 'string' || tenant.length === 0) {
+      throw new ClaimerConfigurationError(`tenantOf returned ${JSON.stringify(tenant)} for key "${key}"; it must return a non-empty string`);
+    }
+    return tenant;
+  }
+
+  /** @internal Milliseconds left before `deadlineAt` (local clock). */
+  remaining(deadlineAt: number): number {
+    return deadlineAt - this.clock.now();
+  }
+
+  /**
+   * @internal One auto-committed statement on a borrowed client, under the operation deadline.
+   * @throws ClaimerUnavailableError (or a classified error, see errors.ts)
+   */
+  async query<R extends QueryResultRow>(what: string, text: string, values: readonly unknown[]): Promise<R[]> {
+    const deadlineAt = this.clock.now() + this.options.operationTimeoutMs;
+    const borrowed = await borrow(this.pool, what, this.options.operationTimeoutMs);
+    try {
+      return await runWithin<R>(borrowed, what, text, values, this.remaining(deadlineAt));
+    } finally {
+      borrowed.giveBack();
+    }
+  }
+}
+
+function fingerprintDigest(options: ClaimOptions): Buffer | null {
+  return options.fingerprint === undefined ? null : sha256(options.fingerprint);
+}
+

@@ -1,0 +1,34 @@
+/**
+ * Helpers shared by both modes: one statement under a deadline on a borrowed client, and the
+ * decoding of claim answers (stored results, fingerprint conflicts).
+ */
+import type { QueryResultRow } from 'pg';
+import { type ClaimOptions, ClaimerUnavailableError, type JsonValue, KeyConflictError } from '../../src';
+import { toClaimerError } from './errors';
+import type { BorrowedClient } from './pool-client';
+
+/**
+ * One statement on `borrowed` that must answer within `remainingMs`; past it the client
+ * is marked broken (destroyed on return) and ClaimerUnavailableError is thrown.
+ */
+export async function runWithin<R extends QueryResultRow>(borrowed: BorrowedClient, what: string, text: string, values: readonly unknown[] | undefined, remainingMs: number): Promise<R[]> {
+  if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
+  if (borrowed.broken !== undefined) throw toClaimerError(borrowed.broken, what);
+  try {
+    const result = await borrowed.client.query<R>({ text, values: values as unknown[] | undefined, query_timeout: Math.ceil(remainingMs) } as never);
+    return result.rows;
+  } catch (error) {
+    borrowed.noteError(error);
+    throw toClaimerError(error, what);
+  }
+}
+
+/** The result inside a stored outcome (`{"result": …}`), or undefined. */
+export function storedResult(outcome: { result?: unknown } | null): JsonValue | undefined {
+  return outcome && Object.prototype.hasOwnProperty.call(outcome, 'result') ? (outcome.result as JsonValue) : undefined;
+}
+
+export function conflictError(key: string, stored: Buffer | null, options: ClaimOptions): KeyConflictError {
+  return new KeyConflictError(key, `sha256:${stored?.toString('hex') ?? ''}`, options.fingerprint ?? '');
+}
+

@@ -1,0 +1,255 @@
+/**
+ * The transactional (inbox) mode: one transaction per acquired claim, on a client borrowed from
+ * the caller's pool for the whole delivery, shared with the handler as `ctx.transaction`.
+ *
+ * Claim (statements/transaction.ts gives the order):
+ * 1. `twophase_begin_attempt`, auto-committed: a session-level advisory lock on the key's scope
+ *    taken without waiting (not available: `busy`, another delivery of the key is in flight, never
+ *    a wait); a completed key answers `done` with its stored result and opens no transaction;
+ *    otherwise the attempt is counted in `twophase_attempts`, outside the transaction to come, so
+ *    neither a rollback nor a crash erases it (maxAttempts → retry_exhausted keeps working);
+ * 2. BEGIN with `idle_in_transaction_session_timeout` and `statement_timeout` = leaseTtlMs and a
+ *    bounded `lock_timeout`, all `SET LOCAL`;
+ * 3. the claim row (`processing`) inserted in the transaction.
+ *
+ * commit(result): the row becomes `completed` with the result, then COMMIT: the effect and the
+ * claim become visible together or not at all. release(): ROLLBACK: the effect vanishes with the
+ * claim. Then the advisory lock is released (and the attempt count forgotten after a commit or a
+ * dead-letter) and the client goes back to the pool.
+ *
+ * A worker that dies mid-transaction (SIGKILL, lost connection) or leaves the transaction idle
+ * past leaseTtlMs: PostgreSQL ends the session, rolls the transaction back and drops the advisory
+ * lock; the redelivery claims again. A late COMMIT on a terminated session fails (the connection is
+ * gone), and the receipt reports {@link TransactionAbortedError}: the consumer then requeues.
+ */
+import { randomUUID } from 'node:crypto';
+import type { PoolClient, QueryResult } from 'pg';
+import {
+  type ClaimOptions,
+  ClaimerUnavailableError,
+  type ClaimResult,
+  type LeaseIdentity,
+  type LeaseOperations,
+  type LeaseOutcome,
+  LeaseReceipt,
+  NonAcquiredReceipt,
+  type JsonValue,
+  KeyConflictError,
+} from '../../src';
+import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
+import { type KeyDigests, sha256 } from './key-digest';
+import { borrow, type BorrowedClient } from './pool-client';
+import type { PostgresClaimer } from './postgres-claimer';
+import { conflictError, runWithin, storedResult } from './statement-runner';
+import type { ClaimRow } from './statements/claim';
+import * as settle from './statements/settle';
+import { attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, endAttempt } from './statements/transaction';
+import { outcomeJson } from './standalone-lease';
+
+/**
+ * The receipt of a transactional claim: a {@link LeaseReceipt} that also carries the open
+ * transaction. `transaction` is the pool client (guarded: once the receipt is settled, its
+ * `query` rejects, so an abandoned handler cannot write outside the transaction; `release` is
+ * refused — twophase returns the client).
+ */
+export class TransactionReceipt extends LeaseReceipt {
+  constructor(
+    lease: LeaseIdentity,
+    private readonly tx: TransactionLease,
+    doneTtlMs: number,
+    maxResultBytes: number,
+  ) {
+    super(lease, tx, doneTtlMs, maxResultBytes);
+  }
+
+  /** The transaction's client, for the handler's effect (`ctx.transaction`). */
+  get transaction(): PoolClient {
+    return this.tx.handle;
+  }
+}
+
+/** Store primitives of one transactional claim. */
+export class TransactionLease implements LeaseOperations {
+  /** Set once commit or release began: the transaction is no longer the handler's. */
+  finished = false;
+  readonly handle: PoolClient;
+
+  constructor(
+    private readonly claimer: PostgresClaimer,
+    private readonly borrowed: BorrowedClient,
+    private readonly tenant: string | undefined,
+    private readonly digests: KeyDigests,
+    private readonly key: string,
+  ) {
+    this.handle = guardClient(borrowed.client, this);
+  }
+
+  async commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome> {
+    if (this.finished) throw new TransactionAbortedError(`commit of "${this.key}": the transaction already ended`);
+    this.finished = true;
+    const what = `commit of "${this.key}"`;
+    try {
+      const hasTenant = this.tenant !== undefined;
+      const schema = this.claimer.options.schema;
+      const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
+      const text = completeCommitUnlock(settle.commitUpdate(schema, hasTenant), schema, values, this.digests.scope, this.digests.lockId);
+      const replies = (await this.borrowed.client.query({ text, query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
+      if (replies[0]?.rows[0]?.kept === false) {
+        this.claimer.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
+      }
+      // COMMIT of a transaction that an error aborted answers ROLLBACK, not an error.
+      if (replies[1]?.command !== 'COMMIT') {
+        throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of the handler failed); the effect was not applied`);
+      }
+    } catch (error) {
+      this.borrowed.noteError(error);
+      await this.end(what, false, true);
+      if (error instanceof TransactionAbortedError) throw error;
+      throw new TransactionAbortedError(
+        `${what}: the transaction did not commit (${(error as Error)?.message ?? String(error)}); ` +
+          (sqlState(error) === undefined ? 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once' : 'nothing was applied'),
+        { cause: error },
+      );
+    }
+    this.borrowed.giveBack();
+    return 'ok';
+  }
+
+  async release(_lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome> {
+    if (this.finished) return 'ok';
+    this.finished = true;
+    await this.end(`release of "${this.key}"`, resetAttempts, true);
+    return 'ok';
+  }
+
+  /** The lease is the transaction: the server ends it on idle or a lost session. Nothing to send. */
+  async extend(): Promise<LeaseOutcome> {
+    if (this.finished) throw new TransactionAbortedError(`extend of "${this.key}": the transaction already ended`);
+    return 'ok';
+  }
+
+  /**
+   * Ends the claim: ROLLBACK (when `rollback`), then unlock (forgetting the attempt count when
+   * `forget`), then returns the client. Any failure destroys the client: its session ends, which
+   * rolls back and unlocks on the server. Never throws.
+   */
+  async end(what: string, forget: boolean, rollback: boolean): Promise<void> {
+    try {
+      if (rollback) await this.run(what, 'ROLLBACK', undefined);
+      await this.run(what, endAttempt(this.claimer.options.schema), [this.digests.lockId, this.digests.scope, forget]);
+      this.borrowed.giveBack();
+    } catch (error) {
+      this.claimer.logger.warn({ key: this.key, err: error }, `${what}: could not end the claim's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
+      this.borrowed.giveBack(true);
+    }
+  }
+
+  private run<R extends object>(what: string, text: string, values: unknown[] | undefined): Promise<R[]> {
+    return runWithin<R & Record<string, unknown>>(this.borrowed, what, text, values, this.claimer.options.operationTimeoutMs);
+  }
+}
+
+/**
+ * Claims `key` in a new transaction (see the file header).
+ * @throws KeyConflictError, InvalidKeyError (unknown tenant), SchemaMismatchError, ClaimerUnavailableError
+ */
+export async function claimInTransaction(
+  claimer: PostgresClaimer,
+  key: string,
+  tenant: string | undefined,
+  digests: KeyDigests,
+  options: ClaimOptions,
+): Promise<ClaimResult> {
+  const what = `claim of "${key}"`;
+  const opts = claimer.options;
+  const deadlineAt = claimer.clock.now() + opts.operationTimeoutMs;
+  const borrowed = await borrow(claimer.pool, what, opts.operationTimeoutMs);
+  const fingerprint = options.fingerprint === undefined ? null : sha256(options.fingerprint);
+  const owner = randomUUID();
+  // From the send on, the session may hold the advisory lock and an open transaction.
+  let sent = false;
+  try {
+    const text = attemptAndClaim(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
+      ...(tenant === undefined ? {} : { tenant }),
+      lockId: digests.lockId,
+      scope: digests.scope,
+      key: digests.key,
+      keyText: opts.keepKeyText ? key : null,
+      fingerprint,
+      owner,
+    });
+    const remainingMs = claimer.remaining(deadlineAt);
+    if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
+    sent = true;
+    let replies: QueryResult[];
+    try {
+      replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult[];
+    } catch (error) {
+      borrowed.noteError(error);
+      throw error;
+    }
+    const begun = replies[0]!.rows[0] as BeginAttemptRow;
+    const row = replies[replies.length - 1]!.rows[0] as ClaimRow | { state: 'skipped' };
+    const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
+    if (row.state === 'acquired') {
+      const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
+      return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+    }
+    tx.finished = true;
+    if (row.state === 'skipped') {
+      // Step 1 answered busy, done or conflict, and holds no lock: end the empty transaction.
+      await runWithin(borrowed, what, 'ROLLBACK', undefined, opts.operationTimeoutMs);
+      borrowed.giveBack();
+      switch (begun.state) {
+        case 'done':
+          return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(begun.outcome) as JsonValue };
+        case 'conflict':
+          throw conflictError(key, begun.stored_fingerprint, options);
+        default:
+          return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
+      }
+    }
+    // A row a standalone claimer of the same table holds: answer as it does.
+    await tx.end(what, false, true);
+    return claimer.toClaimResult(key, tenant, digests, owner, options, row);
+  } catch (error) {
+    if (sent && sqlState(error) === SQLSTATE.lockNotAvailable) {
+      // Another transaction holds the row (lock_timeout): busy, never an unbounded wait.
+      const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
+      tx.finished = true;
+      await tx.end(what, false, true);
+      return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
+    }
+    if (error instanceof KeyConflictError) throw error;
+    borrowed.noteError(error);
+    // Possibly holding the advisory lock or a transaction: close the session so the server drops both.
+    borrowed.giveBack(sent);
+    throw toClaimerError(error, what);
+  }
+}
+
+/** The client the handler gets: refuses queries once the claim is settled, and refuses release. */
+function guardClient(client: PoolClient, lease: TransactionLease): PoolClient {
+  return new Proxy(client, {
+    get(target, property) {
+      if (property === 'query') {
+        return (...args: unknown[]) => {
+          if (lease.finished) {
+            const error = new TransactionAbortedError('ctx.transaction was used after its claim was settled (committed or rolled back); nothing was sent');
+            const callback = args.find((a) => typeof a === 'function') as ((e: Error) => void) | undefined;
+            if (callback) return void callback(error);
+            return Promise.reject(error);
+          }
+          return (target.query as (...a: unknown[]) => unknown)(...args);
+        };
+      }
+      if (property === 'release') {
+        return () => {
+          throw new TransactionAbortedError('ctx.transaction is returned to the pool by twophase; do not release it');
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}

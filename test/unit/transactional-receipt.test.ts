@@ -1,0 +1,69 @@
+/**
+ * The core's transactional seam (Receipt.transaction): the claimer's per-delivery resource
+ * reaches the handler as ctx.transaction; the delivery is acked only after such a receipt's
+ * commit succeeded (no early `handled` signal); a failed commit means the effect was rolled back,
+ * so the delivery is requeued, never acked. Receipts without a transaction keep today's rule.
+ */
+import { ack, InMemoryClaimer, type HandlerContext, type JsonValue, type Receipt, TwophaseError } from '../../src';
+import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
+
+const TX = { id: 'tx-1' };
+
+/** Receipts carry a transaction; commits fail while `failCommits` is set. */
+class TransactionalClaimer extends WrappingClaimer {
+  failCommits = false;
+  protected wrap(receipt: Receipt): Receipt {
+    const commit = async (value?: JsonValue) => {
+      if (this.failCommits) throw new TwophaseError('TRANSACTION_ABORTED', 'rolled back');
+      return receipt.commit(value);
+    };
+    return { ...receipt, commit, transaction: TX };
+  }
+}
+
+describe('Receipt.transaction (transactional claimers)', () => {
+  test('the handler gets the receipt’s transaction as ctx.transaction; other claimers give undefined', async () => {
+    const seen: unknown[] = [];
+    const handler = async (_m: unknown, ctx: HandlerContext) => {
+      seen.push(ctx.transaction);
+      return ack();
+    };
+    await new FnConsumer(fastOptions(new TransactionalClaimer(new InMemoryClaimer())), handler).dispatch(recordingDelivery({ key: 'a' }));
+    await new FnConsumer(fastOptions(new InMemoryClaimer()), handler).dispatch(recordingDelivery({ key: 'a' }));
+    expect(seen).toEqual([TX, undefined]);
+  });
+
+  test('a failed commit of a transactional receipt requeues (the effect was rolled back); never acks', async () => {
+    const claimer = new TransactionalClaimer(new InMemoryClaimer());
+    claimer.failCommits = true;
+    const consumer = new FnConsumer(fastOptions(claimer), async () => ack({ v: 1 }));
+    const delivery = recordingDelivery({ key: 'pay-1' });
+    const result = await consumer.dispatch(delivery);
+    expect(result).toMatchObject({ action: 'requeue', outcome: 'commit_failed', handled: true });
+    expect(delivery.calls.map((c) => c.op)).toEqual(['requeue']);
+    // the redelivery claims again (the attempt was counted) and, once commits work, acks
+    claimer.failCommits = false;
+    const again = recordingDelivery({ key: 'pay-1' });
+    expect(await consumer.dispatch(again)).toMatchObject({ action: 'ack', outcome: 'committed', attempt: 2 });
+  });
+
+  test('the handled hook waits for a transactional commit; a failed one never signals handled', async () => {
+    const claimer = new TransactionalClaimer(new InMemoryClaimer());
+    const consumer = new FnConsumer(fastOptions(claimer), async () => ack());
+    const order: string[] = [];
+    claimer.failCommits = true;
+    await consumer.dispatch(recordingDelivery({ key: 'b' }, { handled: () => order.push('handled'), onSettle: (c) => order.push(c.op) }));
+    expect(order).toEqual(['requeue']);
+  });
+
+  test('without a transaction, a failed commit still acks (the effect happened): unchanged rule', async () => {
+    class FailingCommits extends WrappingClaimer {
+      protected wrap(receipt: Receipt): Receipt {
+        return { ...receipt, commit: async () => Promise.reject(new TwophaseError('X', 'store down')) };
+      }
+    }
+    const consumer = new FnConsumer(fastOptions(new FailingCommits(new InMemoryClaimer())), async () => ack());
+    const delivery = recordingDelivery({ key: 'c' });
+    expect(await consumer.dispatch(delivery)).toMatchObject({ action: 'ack', outcome: 'commit_failed' });
+  });
+});
