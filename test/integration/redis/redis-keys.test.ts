@@ -64,6 +64,12 @@ describeWithServices(['redis'], 'twophase keys diagnose --store redis', () => {
     expect(await d('done', 'fp-a')).toMatchObject({ state: 'replayable' });
     expect(await d('done', 'fp-b')).toMatchObject({ state: 'fingerprint_conflict', storedFingerprint: 'fp-a', givenFingerprint: 'fp-b' });
 
+    // The fingerprint is stored by byte length, so `|` and multi-byte characters in it are read back whole.
+    const odd = acquired(await claimer.claim('odd', { leaseTtlMs: 1000, doneTtlMs: 60_000, fingerprint: 'a|b€|' }));
+    await odd.receipt.commit(['x|y']);
+    expect(await d('odd', 'a|b€|')).toMatchObject({ state: 'replayable', result: ['x|y'] });
+    expect(await d('odd', 'a|b€')).toMatchObject({ state: 'fingerprint_conflict', storedFingerprint: 'a|b€|' });
+
     const noResult = acquired(await claimer.claim('done-empty', { leaseTtlMs: 1000, doneTtlMs: 60_000 }));
     await noResult.receipt.commit();
     expect(await d('done-empty')).not.toHaveProperty('result');
@@ -115,8 +121,11 @@ describeWithServices(['redis'], 'twophase keys diagnose --store redis', () => {
     expect(JSON.parse(byConsumer.stdout)).toMatchObject({ state: 'replayable', key: full });
     const byFullKey = await cli(['keys', 'diagnose', '--store', 'redis', '--url', REDIS_URL, '--prefix', prefix, '--key', full, '--json']);
     expect(JSON.parse(byFullKey.stdout)).toMatchObject({ state: 'replayable', key: full, result: 42 });
-    const conflict = await cli(['keys', 'diagnose', '--store', 'redis', '--url', REDIS_URL, '--prefix', prefix, '--key', 'x', '--fingerprint', 'f', '--json']);
-    expect(JSON.parse(conflict.stdout)).toMatchObject({ state: 'missing' });
+    const conflict = await cli(['keys', 'diagnose', '--store', 'redis', '--url', REDIS_URL, '--prefix', prefix, '--key', full, '--fingerprint', 'other', '--json']);
+    expect(JSON.parse(conflict.stdout)).toMatchObject({ state: 'replayable' }); // committed without a fingerprint: nothing to conflict with
+    const missing = await cli(['keys', 'diagnose', '--store', 'redis', '--url', REDIS_URL, '--prefix', prefix, '--name', 'pay:ments', '--key', 'order-8']);
+    expect(missing.code).toBe(0);
+    expect(JSON.parse(missing.stdout)).toMatchObject({ state: 'missing', key: namespaceKey('pay:ments', 'order-8') });
   });
 
   test('CLI: the URL comes from $TWOPHASE_REDIS_URL; in_progress and released through the CLI', async () => {
