@@ -20,3 +20,4 @@ export {
   type ResolvedRedisClaimerOptions,
 } from './options';
 export { DEFAULT_PREFIX, MAX_PREFIX_BYTES, recordKey, recordSlot, hashSlot, escapeKey } from './key-layout';
+export { diagnoseRedisKey, type RedisDiagnoseOptions, type RedisKeyDiagnosis } from './keys';

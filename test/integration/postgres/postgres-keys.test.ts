@@ -51,7 +51,8 @@ describeWithServices(['postgres'], 'twophase keys diagnose / purge (postgres)', 
     expect(code).toBe(0);
     expect(JSON.parse(out.join(''))).toMatchObject({ state: 'replayable', key: 'payments:order-7', result: 42 });
     out.length = 0;
-    expect(await runCli(['keys', 'diagnose', '--store', 'redis', '--key', 'x'], { io })).toBe(2);
+    expect(await runCli(['keys', 'diagnose', '--store', 'mysql', '--key', 'x'], { io })).toBe(2);
+    expect(await runCli(['keys', 'diagnose', '--store', 'postgres', '--prefix', 'p', '--key', 'x'], { io })).toBe(2);
   });
 
   test('purge deletes only rows expired long enough, in bounded batches, and reports counts; --dry-run deletes nothing', async () => {
