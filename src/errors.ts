@@ -167,5 +167,6 @@ function describe(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (value === null) return 'null';
   if (typeof value === 'object') return `an object (${Object.keys(value as object).slice(0, 5).join(', ') || 'no keys'})`;
+  if (typeof value === 'function') return `the function ${value.name || '(anonymous)'} itself (call it: return ${value.name || 'ack'}(…))`;
   return `${typeof value} ${String(value).slice(0, 40)}`;
 }

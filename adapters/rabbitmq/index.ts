@@ -2,7 +2,7 @@
  * `twophase/rabbitmq`: the RabbitMQ adapter (amqplib over amqp-connection-manager).
  *
  * ```ts
- * import Redis from 'ioredis';
+ * import { Redis } from 'ioredis';
  * import { RedisClaimer } from 'twophase/redis';
  * import { RabbitMqSource, RabbitMqPublisher } from 'twophase/rabbitmq';
  *

@@ -2,7 +2,7 @@
  * A publisher for twophase consumers: every message gets a message id and an `idempotency-key`
  * header, is published `mandatory`, and `publish` resolves only after the broker's confirm.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
 import { checkKnownOptions, ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger, optionNames } from '../../src';
@@ -51,7 +51,11 @@ export interface PublishMessageOptions {
    * Publishing twice with the same key is how a producer retries safely.
    */
   readonly idempotencyKey?: string;
-  /** The AMQP `message-id`. Default: the idempotency key when given, else a random UUID. */
+  /**
+   * The AMQP `message-id` (a short string: at most 255 bytes). Default: the idempotency key when
+   * given and at most 255 bytes of UTF-8; a longer key gives `sha256:<hex of the key>`; without a
+   * key, a random UUID. The key itself always travels whole in the `idempotency-key` header.
+   */
   readonly messageId?: string;
   /** More headers. `idempotency-key` is set from `idempotencyKey`/`messageId` and wins. */
   readonly headers?: Readonly<Record<string, unknown>>;
@@ -195,9 +199,18 @@ export class RabbitMqPublisher {
   }
 }
 
+/** AMQP's limit on a short string such as `message-id` (AMQP 0-9-1 §4.2.5.3). */
+const MAX_MESSAGE_ID_BYTES = 255;
+
+/** The default message id of a keyed publish: the key, or its SHA-256 when the key is too long for one. */
+function messageIdForKey(key: string): string {
+  if (Buffer.byteLength(key, 'utf8') <= MAX_MESSAGE_ID_BYTES) return key;
+  return `sha256:${createHash('sha256').update(key, 'utf8').digest('hex')}`;
+}
+
 /**
  * Turns a body and options into the wire content and publish properties. Pure; exported for tests.
- * @throws ConfigurationError for an empty idempotency key or message id
+ * @throws ConfigurationError for an empty idempotency key or message id, or a key containing U+FFFD
  */
 export function buildPublish(body: MessageBody, options: PublishMessageOptions): { content: Buffer; properties: Options.Publish; receipt: PublishReceipt } {
   if (options.idempotencyKey !== undefined && (typeof options.idempotencyKey !== 'string' || options.idempotencyKey.length === 0)) {
@@ -206,7 +219,10 @@ export function buildPublish(body: MessageBody, options: PublishMessageOptions):
   if (options.messageId !== undefined && (typeof options.messageId !== 'string' || options.messageId.length === 0)) {
     throw new ConfigurationError(`messageId must be a non-empty string, got ${JSON.stringify(options.messageId)}`);
   }
-  const messageId = options.messageId ?? options.idempotencyKey ?? randomUUID();
+  if (options.idempotencyKey?.includes('\uFFFD')) {
+    throw new ConfigurationError('idempotencyKey contains U+FFFD (a replacement character): consumers dead-letter such a key as invalid_key, because it marks bytes lost in decoding; send the original bytes or a text key');
+  }
+  const messageId = options.messageId ?? (options.idempotencyKey === undefined ? randomUUID() : messageIdForKey(options.idempotencyKey));
   const idempotencyKey = options.idempotencyKey ?? messageId;
   const isBuffer = Buffer.isBuffer(body);
   const json = isBuffer ? undefined : JSON.stringify(body);

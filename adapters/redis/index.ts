@@ -2,7 +2,7 @@
  * `twophase/redis`: the Redis claimer (ioredis, standalone or Cluster).
  *
  * ```ts
- * import Redis from 'ioredis';
+ * import { Redis } from 'ioredis';
  * import { RedisClaimer } from 'twophase/redis';
  * const claimer = new RedisClaimer({ redis: new Redis() }, { prefix: 'billing' });
  * await claimer.ready();

@@ -9,6 +9,7 @@ import {
   ClaimerUnavailableError,
   ConfigurationError,
   ConsumerBase,
+  InvalidDispositionError,
   type ConsumerObserver,
   type Disposition,
   InMemoryClaimer,
@@ -113,4 +114,12 @@ test('a JavaScript subclass without handle() fails at construction with Configur
   const build = () => new NoHandle({ ...fastOptions(new InMemoryClaimer()), source: new ManualSource(), logger: silentLogger });
   expect(build).toThrow(ConfigurationError);
   expect(build).toThrow(/must implement handle\(message, context\)/);
+});
+
+describe('InvalidDispositionError text', () => {
+  test('a handler that returns the ack function itself is told to call it, without the function source in the reason', () => {
+    const message = new InvalidDispositionError(ack).message;
+    expect(message).toMatch(/the function ack itself \(call it: return ack\(…\)\)/);
+    expect(message).not.toMatch(/return result/);
+  });
 });

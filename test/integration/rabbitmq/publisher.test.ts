@@ -22,6 +22,22 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await h.cleanup();
   });
 
+  test('a key over 255 bytes travels whole in idempotency-key, with its SHA-256 as the message id; a U+FFFD key is refused', async () => {
+    const queue = h.queue('pub-long');
+    const source = h.source({ queue });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(new EffectLog()));
+    await consumer.start();
+    await consumer.stop();
+    const key = 'k'.repeat(600);
+    const receipt = await publisher.sendToQueue(queue, { n: 1 }, { idempotencyKey: key });
+    expect(receipt.idempotencyKey).toBe(key);
+    expect(receipt.messageId).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const [m] = await h.admin.drain(queue);
+    expect(m!.properties.headers?.[IDEMPOTENCY_KEY_HEADER]).toBe(key);
+    expect(m!.properties.messageId).toBe(receipt.messageId);
+    await expect(publisher.sendToQueue(queue, { n: 2 }, { idempotencyKey: 'bad\uFFFDkey' })).rejects.toThrow(/U\+FFFD/);
+  });
+
   test('sets message id and idempotency-key, resolves after the confirm; a retried publish is one effect', async () => {
     const queue = h.queue('pub');
     const effects = new EffectLog();
@@ -102,7 +118,7 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await expect(publisher.sendToQueue(queue, { a: 1 }, { headers: { blob: 'x'.repeat(70_000) } })).rejects.toBeInstanceOf(MessageTooLargeError);
     await expect(publisher.sendToQueue(queue, { a: 1 }, { headers: { f: () => 1 } })).rejects.toBeInstanceOf(ConfigurationError);
     // A message id over AMQP's 255-byte short string: amqplib would fail it after registering its confirm.
-    await expect(publisher.sendToQueue(queue, { a: 1 }, { idempotencyKey: 'k'.repeat(300) })).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(publisher.sendToQueue(queue, { a: 1 }, { idempotencyKey: 'long-id', messageId: 'm'.repeat(300) })).rejects.toBeInstanceOf(ConfigurationError);
     expect(Date.now() - started).toBeLessThan(1000); // refused up front, not after the 5 s confirm deadline
     // The confirms of later publishes still line up.
     await Promise.all([1, 2, 3].map((i) => publisher.sendToQueue(queue, { ok: i }, { idempotencyKey: `after-${i}` })));
