@@ -19,8 +19,9 @@
  *         block must be marked `<!-- typecheck -->` or `<!-- typecheck: skip (why) -->`, so no
  *         block escapes the check unnoticed;
  *       - every .ts file under examples/, with its imports of the repository's own folders
- *         (`../../src`, `../../adapters/redis`) rewritten to the package's entry points
- *         (`twophase`, `twophase/redis`): an example that reaches past an entry point fails.
+ *         (`../../src`, `../../src/adapter-kit`, `../../adapters/redis`) rewritten to the
+ *         package's entry points (`twophase`, `twophase/adapter-kit`, `twophase/redis`): an
+ *         example that reaches past an entry point fails.
  *         In the esm setting relative imports get the `.js` ending node16 ESM requires.
  *
  * Usage: node scripts/ci/pack-check.mjs [--keep] [--only cjs,esm,bundler]
@@ -155,6 +156,7 @@ function asUserCode(file, code, esm) {
   return code.replace(/(from\s+|import\s*\(\s*|import\s+)(['"])(\.{1,2}\/[^'"]+)\2/g, (whole, lead, quote, spec) => {
     const target = relative(ROOT, resolve(fileDir, spec)).split('\\').join('/');
     if (target === 'src') return `${lead}${quote}twophase${quote}`;
+    if (target === 'src/adapter-kit') return `${lead}${quote}twophase/adapter-kit${quote}`;
     const adapter = /^adapters\/([a-z]+)$/.exec(target);
     if (adapter) return `${lead}${quote}twophase/${adapter[1]}${quote}`;
     if (target.startsWith('src/') || target.startsWith('adapters/')) {
