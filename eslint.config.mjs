@@ -1,5 +1,6 @@
 // Lint rules. The import restrictions hold the architecture: the core (src/) knows no broker,
-// store or telemetry SDK, and an adapter reaches the core only through its public index.
+// store or telemetry SDK, and an adapter reaches the core only through its two public entry points,
+// `../../src` (twophase) and `../../src/adapter-kit` (twophase/adapter-kit).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -37,7 +38,10 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['../../src/*'], message: 'import the core through its public index: ../../src' },
+            {
+              group: ['../../src/**', '!../../src/adapter-kit'],
+              message: 'import the core through its entry points only: ../../src (the application API) and ../../src/adapter-kit (the helpers for claimers and sources)',
+            },
             { group: ['../memory/*', '../redis/*', '../rabbitmq/*', '../kafka/*', '../otel/*', '../postgres/*', '../memory', '../redis', '../rabbitmq', '../kafka', '../otel', '../postgres'], message: 'adapters never import one another (only the CLI combines them).' },
           ],
         },

@@ -22,7 +22,7 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 /** Where the claimer keeps its state: process memory, or a store shared by every replica. */
 export type ClaimerKind = 'in_memory' | 'distributed';
 
-/** Options of one claim. Validated by {@link validateClaimOptions}. */
+/** Options of one claim. Validated by {@link twophase/adapter-kit!validateClaimOptions}. */
 export interface ClaimOptions {
   /** How long the lease lives without an extend, in milliseconds. > 0. */
   readonly leaseTtlMs: number;

@@ -259,21 +259,21 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     };
   }
 
-  /** {@inheritDoc DeliverySink.dispatch} */
+  /** {@inheritDoc twophase/adapter-kit!DeliverySink.dispatch} */
   dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult> {
     this.inFlightCount++;
     if (this.limiter.tryAcquire()) return this.process(delivery, preclaimed);
     return this.limiter.acquire().then(() => this.process(delivery, preclaimed));
   }
 
-  /** {@inheritDoc DeliverySink.fail} */
+  /** {@inheritDoc twophase/adapter-kit!DeliverySink.fail} */
   fail(error: Error): void {
     if (this.state === 'stopped') return;
     this.logger.error({ err: error, consumer: this.name }, 'the source stopped for good; the consumer is no longer live');
     this.state = 'failed';
   }
 
-  /** {@inheritDoc DeliverySink.claimBatch} */
+  /** {@inheritDoc twophase/adapter-kit!DeliverySink.claimBatch} */
   async claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]> {
     const prepared: PreparedClaim[] = deliveries.map(() => ({ kind: 'skipped' }));
     const requests: { index: number; key: string; options: ClaimOptions }[] = [];

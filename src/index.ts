@@ -1,17 +1,15 @@
 /**
  * twophase core: the claim contract, receipts, the in-memory claimer and the consumer pipeline.
- * Knows no broker, store or telemetry SDK.
+ * Knows no broker, store or telemetry SDK. The helpers for writing a claimer or a source of your
+ * own are in `twophase/adapter-kit` (src/adapter-kit.ts).
  *
  * @module twophase
  */
 export * from './errors';
 export * from './claimer';
 export * from './limits';
-export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
-export { validateKey, namespaceKey, digestKey, validateClaimOptions, checkTtl } from './keys';
-export { encodeResult, decodeResult } from './result-codec';
+export { validateKey, namespaceKey, digestKey } from './keys';
 export { type Clock, monotonicClock } from './clock';
-export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
 export { InMemoryClaimer, type InMemoryClaimerOptions } from './in-memory-claimer';
 export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './delivery';
 export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './settler';
@@ -29,20 +27,15 @@ export {
   type PipelineStep,
   type SettleAction,
 } from './observer';
-export { type BackoffPolicy, backoffDelay, sleep, withDeadline, retryWithin } from './retry';
-export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
+export type { BackoffPolicy } from './retry';
 export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf, keyFromHeaderValue } from './message-key';
-export type { MessageSource, DeliverySink, PreparedClaim, SourceStartOptions } from './source';
+export type { MessageSource } from './source';
 export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
 export {
   type ConsumerOptions,
-  type ResolvedConsumerOptions,
   CONSUMER_DEFAULTS,
   DEFAULT_RETRY_BACKOFF,
   DEFAULT_CLAIM_BACKOFF,
-  resolveConsumerOptions,
 } from './consumer-options';
-export { truncateErrorMessage, errorType } from './settlement';
 export { ConsumerBase, type ConsumerHealth, type ConsumerState } from './consumer-base';
 export { runConsumers, EXIT_MARGIN_MS, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer, type ShutdownStep } from './runner';
-export { Semaphore } from './semaphore';

@@ -1,7 +1,7 @@
 /**
  * The broker-independent replay loop of `twophase dlq replay`.
  */
-import { checkKnownOptions, optionNames } from '../../src';
+import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayNotice } from './replay-backend';
 
 /** Default of {@link ReplayOptions.window}. */

@@ -31,18 +31,20 @@
  *   the original topic, partition, offset, reason and attempts, and only then settles the offset.
  */
 import {
-  backoffDelay,
-  checkKnownOptions,
   ConfigurationError,
-  type DeliverySink,
   type Logger,
   type MessageSource,
   type RejectInfo,
   ShutdownError,
+} from '../../src';
+import {
+  backoffDelay,
+  checkKnownOptions,
+  type DeliverySink,
   sleep,
   type SourceStartOptions,
   Semaphore,
-} from '../../src';
+} from '../../src/adapter-kit';
 import type { Kafka } from 'kafkajs';
 import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition, TopicPartitionOffset } from './client';
 import { DeadLetterError, PartitionRevokedError } from './errors';

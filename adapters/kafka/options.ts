@@ -3,7 +3,8 @@
  * `Readonly<Required<…>>` constant; merged into a copy and validated at construction with errors
  * naming the field and the value.
  */
-import { type BackoffPolicy, checkKnownOptions, ConfigurationError, consoleWarnLogger, type Logger, optionNames } from '../../src';
+import { type BackoffPolicy, ConfigurationError, consoleWarnLogger, type Logger } from '../../src';
+import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import type { GroupConsumerConfig, RecordProducerConfig } from './client';
 
 /** What to do at start about the dead-letter topics of the subscribed topics. */

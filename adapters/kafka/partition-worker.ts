@@ -19,20 +19,22 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
-  backoffDelay,
   type BackoffPolicy,
   type Delivery,
   type DeliveryResult,
-  type DeliverySink,
   type Logger,
-  type PreparedClaim,
   type RejectInfo,
   type RequeueCause,
   type RequeueInfo,
-  sleep,
-  type Semaphore,
   type Settler,
 } from '../../src';
+import {
+  backoffDelay,
+  type DeliverySink,
+  type PreparedClaim,
+  sleep,
+  type Semaphore,
+} from '../../src/adapter-kit';
 import type { KafkaRecord } from './client';
 import { messageIdOf } from './headers';
 

@@ -3,7 +3,8 @@
  * reads it: the `idempotency-key` record header.
  */
 import type { Kafka, Message, Producer, RecordMetadata } from 'kafkajs';
-import { checkKnownOptions, ConfigurationError, IDEMPOTENCY_KEY_HEADER, validateKey } from '../../src';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, validateKey } from '../../src';
+import { checkKnownOptions } from '../../src/adapter-kit';
 import type { KafkaHeaders } from './client';
 
 /** A record to produce with its idempotency key. */

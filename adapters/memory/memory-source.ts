@@ -1,7 +1,8 @@
 /**
  * A MessageSource over the in-process {@link MemoryBroker}, for the demo and unit tests.
  */
-import { checkKnownOptions, ConfigurationError, type Delivery, type DeliverySink, type MessageSource, type Settler } from '../../src';
+import { ConfigurationError, type Delivery, type MessageSource, type Settler } from '../../src';
+import { checkKnownOptions, type DeliverySink } from '../../src/adapter-kit';
 import type { MemoryBroker, MemoryDelivery } from './memory-broker';
 
 /** Options of {@link MemorySource}. */

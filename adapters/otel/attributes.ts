@@ -3,7 +3,8 @@
  * deciding whether a delivery failed (span status ERROR and `error.type`).
  */
 import type { Attributes } from '@opentelemetry/api';
-import { type DeliveryInfo, type DeliveryMetadata, type DeliveryResult, errorType, truncateErrorMessage } from '../../src';
+import { type DeliveryInfo, type DeliveryMetadata, type DeliveryResult } from '../../src';
+import { errorType, truncateErrorMessage } from '../../src/adapter-kit';
 import {
   ATTR_MESSAGING_CONSUMER_GROUP_NAME,
   ATTR_MESSAGING_DESTINATION_NAME,

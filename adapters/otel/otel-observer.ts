@@ -23,21 +23,23 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api';
 import {
-  checkKnownOptions,
   type ClaimResult,
   ConfigurationError,
-  optionNames,
   type ConsumerEvent,
   type ConsumerObserver,
   type DeliveryInfo,
   type DeliveryObservation,
   type DeliveryResult,
-  errorType,
   type Outcome,
   OUTCOMES,
   type PipelineStep,
-  truncateErrorMessage,
 } from '../../src';
+import {
+  checkKnownOptions,
+  optionNames,
+  errorType,
+  truncateErrorMessage,
+} from '../../src/adapter-kit';
 import { deliveryFailure, destinationAttributes, OTHER_ERROR_TYPE, processSpanAttributes, spanName } from './attributes';
 import { extractContext } from './headers';
 import { TwophaseInstruments } from './metrics';

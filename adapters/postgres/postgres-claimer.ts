@@ -13,12 +13,10 @@ import {
   type Clock,
   ConfigurationError as ClaimerConfigurationError,
   type JsonValue,
-  LeaseReceipt,
   monotonicClock,
-  NonAcquiredReceipt,
-  validateClaimOptions,
   validateKey,
 } from '../../src';
+import { LeaseReceipt, NonAcquiredReceipt, validateClaimOptions } from '../../src/adapter-kit';
 import { toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';
 import {

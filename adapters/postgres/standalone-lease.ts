@@ -2,7 +2,7 @@
  * The store primitives behind a standalone receipt: commit, release and extend, each one
  * auto-committed statement that compares the owner and fencing tokens (statements/settle.ts).
  */
-import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src';
+import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src/adapter-kit';
 import type { KeyDigests } from './key-digest';
 import type { PostgresClaimer } from './postgres-claimer';
 import * as settle from './statements/settle';

@@ -28,14 +28,16 @@ import {
   type ClaimOptions,
   ClaimerUnavailableError,
   type ClaimResult,
+  type JsonValue,
+  KeyConflictError,
+} from '../../src';
+import {
   type LeaseIdentity,
   type LeaseOperations,
   type LeaseOutcome,
   LeaseReceipt,
   NonAcquiredReceipt,
-  type JsonValue,
-  KeyConflictError,
-} from '../../src';
+} from '../../src/adapter-kit';
 import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
 import { type KeyDigests, sha256 } from './key-digest';
 import { borrow, type BorrowedClient } from './pool-client';

@@ -13,7 +13,8 @@
  */
 import type { Channel, ConsumeMessage, Options } from 'amqplib';
 import type { AmqpConnectionManager } from 'amqp-connection-manager';
-import { type Logger, withDeadline } from '../../src';
+import { type Logger } from '../../src';
+import { withDeadline } from '../../src/adapter-kit';
 import { SupervisedChannel } from './channel-supervisor';
 import { PublishError, UnroutableError } from './errors';
 import { assertPublishable } from './wire-limits';

@@ -3,7 +3,8 @@
  * one constant; {@link resolveSourceOptions} merges them into a copy and validates at
  * construction, naming the field and the value.
  */
-import { checkKnownOptions, ConfigurationError, type Logger, optionNames } from '../../src';
+import { ConfigurationError, type Logger } from '../../src';
+import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
 
 /** RabbitMQ queue types the adapter supports ("Quorum Queues" and "Classic Queues" docs). */
 export type QueueType = 'classic' | 'quorum';

@@ -5,7 +5,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
-import { checkKnownOptions, ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger, optionNames } from '../../src';
+import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
+import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
 import { BrokerUnavailableError } from './errors';
 

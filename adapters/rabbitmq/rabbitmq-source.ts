@@ -8,15 +8,13 @@ import {
   ConfigurationError,
   consoleWarnLogger,
   type Delivery,
-  type DeliverySink,
   type Logger,
   type MessageSource,
-  type PreparedClaim,
   type RequeueCause,
   ShutdownError,
   TimeoutError,
-  withDeadline,
 } from '../../src';
+import { type DeliverySink, type PreparedClaim, withDeadline } from '../../src/adapter-kit';
 import { ChannelGeneration } from './channel-generation';
 import { SupervisedChannel } from './channel-supervisor';
 import { ConfirmPublisher } from './confirm-publisher';

@@ -4,7 +4,8 @@
  * validates at construction, naming the field and the value.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { checkKnownOptions, type Clock, ConfigurationError, consoleWarnLogger, DEFAULT_MAX_RESULT_BYTES, optionNames } from '../../src';
+import { type Clock, ConfigurationError, consoleWarnLogger, DEFAULT_MAX_RESULT_BYTES } from '../../src';
+import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { DEFAULT_PREFIX, validatePrefix } from './key-layout';
 
 /**

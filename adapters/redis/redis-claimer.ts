@@ -12,14 +12,16 @@ import {
   type Clock,
   ClaimerUnavailableError,
   ConfigurationError,
+  monotonicClock,
+  validateKey,
+} from '../../src';
+import {
   decodeResult,
   type LeaseOperations,
   LeaseReceipt,
-  monotonicClock,
   NonAcquiredReceipt,
   validateClaimOptions,
-  validateKey,
-} from '../../src';
+} from '../../src/adapter-kit';
 import { Coalescer } from './coalescer';
 import { recordKey, recordSlot, validateClientKeyPrefix } from './key-layout';
 import {

@@ -6,7 +6,8 @@
 import { performance } from 'node:perf_hooks';
 import amqp from 'amqplib';
 import type Redis from 'ioredis';
-import { ack, type Claimer, ConsumerBase, type DeliverySink, type Disposition, InMemoryClaimer, silentLogger } from '../../src';
+import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, silentLogger } from '../../src';
+import { type DeliverySink } from '../../src/adapter-kit';
 import { RedisClaimer } from '../../adapters/redis';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { AMQP_URL, BENCH_DELAY_TIERS_MS } from './broker';

@@ -15,8 +15,8 @@ import {
   type Message,
   PermanentError,
   ShutdownError,
-  sleep,
 } from '../../src';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { EffectLedger } from './ledger';
 import type { Rng } from './rng';
 

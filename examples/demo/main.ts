@@ -14,12 +14,11 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   type ConsumerEvent,
   type Delivery,
-  type DeliverySink,
   InMemoryClaimer,
   type MessageSource,
   silentLogger,
-  sleep,
 } from '../../src';
+import { type DeliverySink, sleep } from '../../src/adapter-kit';
 import { CrashableClaimer } from '../../adapters/memory';
 import { type CrashPoint, type Payment, PaymentConsumer } from './demo-consumer';
 import { EffectLedger } from './ledger';

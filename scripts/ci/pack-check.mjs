@@ -19,8 +19,9 @@
  *         block must be marked `<!-- typecheck -->` or `<!-- typecheck: skip (why) -->`, so no
  *         block escapes the check unnoticed;
  *       - every .ts file under examples/, with its imports of the repository's own folders
- *         (`../../src`, `../../adapters/redis`) rewritten to the package's entry points
- *         (`twophase`, `twophase/redis`): an example that reaches past an entry point fails.
+ *         (`../../src`, `../../src/adapter-kit`, `../../adapters/redis`) rewritten to the
+ *         package's entry points (`twophase`, `twophase/adapter-kit`, `twophase/redis`): an
+ *         example that reaches past an entry point fails.
  *         In the esm setting relative imports get the `.js` ending node16 ESM requires.
  *
  * Usage: node scripts/ci/pack-check.mjs [--keep] [--only cjs,esm,bundler]
@@ -51,8 +52,8 @@ const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetr
 /** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
 const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */
-const PEER_CLIENTS = ['ioredis', 'amqplib', 'kafkajs', '@opentelemetry/api', 'pg'];
-/** Type declarations a user installs beside a peer client that ships none (pg). */
+const PEER_CLIENTS = ['ioredis', 'amqplib', 'kafkajs', 'pg', '@opentelemetry/api'];
+/** Type packages a user installs beside a peer client that ships no types of its own (pg). */
 const PEER_TYPES = ['@types/pg'];
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
@@ -157,6 +158,7 @@ function asUserCode(file, code, esm) {
   return code.replace(/(from\s+|import\s*\(\s*|import\s+)(['"])(\.{1,2}\/[^'"]+)\2/g, (whole, lead, quote, spec) => {
     const target = relative(ROOT, resolve(fileDir, spec)).split('\\').join('/');
     if (target === 'src') return `${lead}${quote}twophase${quote}`;
+    if (target === 'src/adapter-kit') return `${lead}${quote}twophase/adapter-kit${quote}`;
     const adapter = /^adapters\/([a-z]+)$/.exec(target);
     if (adapter) return `${lead}${quote}twophase/${adapter[1]}${quote}`;
     if (target.startsWith('src/') || target.startsWith('adapters/')) {

@@ -19,15 +19,14 @@ import {
   type ConsumerEvent,
   type ConsumerOptions,
   type Delivery,
-  type DeliverySink,
   type Disposition,
   type HandlerContext,
   type Message,
   type MessageSource,
   PermanentError,
   ShutdownError,
-  sleep,
 } from '../../src';
+import { type DeliverySink, sleep } from '../../src/adapter-kit';
 import type { LedgerWriter } from './ledger';
 import type { Rng } from './rng';
 

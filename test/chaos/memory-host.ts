@@ -10,11 +10,8 @@
  * {@link MemoryHostResult} over IPC and exits.
  */
 import { CrashableClaimer, MemoryBroker, MemorySource } from '../../adapters/memory';
-import {
-  InMemoryClaimer,
-  type Logger,
-  sleep,
-} from '../../src';
+import { InMemoryClaimer, type Logger } from '../../src';
+import { sleep } from '../../src/adapter-kit';
 import { type ArmedFault, ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
 import { LedgerWriter } from './ledger';
 import type { ScenarioProfile } from './profiles';

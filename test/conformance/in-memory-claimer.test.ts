@@ -1,4 +1,5 @@
-import { InMemoryClaimer, type InMemoryClaimerOptions, type LeaseIdentity, type LeaseOutcome } from '../../src';
+import { InMemoryClaimer, type InMemoryClaimerOptions } from '../../src';
+import { type LeaseIdentity, type LeaseOutcome } from '../../src/adapter-kit';
 import { describeClaimerConformance } from './claimer-conformance';
 import { ReplyFaults } from './reply-faults';
 

@@ -6,7 +6,8 @@
  */
 import fc from 'fast-check';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { InMemoryClaimer, silentLogger, sleep } from '../../src';
+import { InMemoryClaimer, silentLogger } from '../../src';
+import { sleep } from '../../src/adapter-kit';
 import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, IN_PROCESS, labelledReport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER } from './support/adapter-fuzz';
 

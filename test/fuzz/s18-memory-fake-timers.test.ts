@@ -13,7 +13,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { ack, ConsumerBase, type ConsumerEvent, type Disposition, type HandlerContext, InMemoryClaimer, type Message, silentLogger, sleep } from '../../src';
+import { ack, ConsumerBase, type ConsumerEvent, type Disposition, type HandlerContext, InMemoryClaimer, type Message, silentLogger } from '../../src';
+import { sleep } from '../../src/adapter-kit';
 
 interface Run {
   readonly consumer: string;

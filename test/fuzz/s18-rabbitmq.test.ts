@@ -13,7 +13,8 @@
 import Redis from 'ioredis';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
-import { ack, type Claimer, ConsumerBase, type ConsumerEvent, type Disposition, type HandlerContext, InMemoryClaimer, type Message, silentLogger, sleep } from '../../src';
+import { ack, type Claimer, ConsumerBase, type ConsumerEvent, type Disposition, type HandlerContext, InMemoryClaimer, type Message, silentLogger } from '../../src';
+import { sleep } from '../../src/adapter-kit';
 import { describeWithServices, SERVICES } from '../support/services';
 import amqp from 'amqplib';
 

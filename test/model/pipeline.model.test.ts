@@ -29,8 +29,8 @@ import {
   PermanentError,
   ShutdownError,
   silentLogger,
-  sleep,
 } from '../../src';
+import { sleep } from '../../src/adapter-kit';
 import { type EffectRow, judge, type MarkerRow, type OutcomeRow } from '../chaos/verdict';
 
 const BEHAVIOURS = ['ok', 'slow', 'retryable', 'permanent', 'crash_before_effect', 'crash_after_effect', 'crash_after_commit', 'overrun'] as const;

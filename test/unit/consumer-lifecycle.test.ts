@@ -6,14 +6,13 @@ import {
   ack,
   ConfigurationError,
   type ConsumerEvent,
-  type DeliverySink,
   InMemoryClaimer,
   LeaseLostError,
   runConsumers,
   ShutdownError,
   silentLogger,
-  sleep,
 } from '../../src';
+import { type DeliverySink, sleep } from '../../src/adapter-kit';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { FnConsumer, fastOptions, ManualSource, recordingDelivery, waitFor } from './helpers';
 

@@ -4,7 +4,6 @@ import {
   ConsumerBase,
   type ConsumerOptions,
   type Delivery,
-  type DeliverySink,
   type Disposition,
   type HandlerContext,
   type JsonValue,
@@ -15,6 +14,7 @@ import {
   type RequeueInfo,
   silentLogger,
 } from '../../src';
+import { type DeliverySink } from '../../src/adapter-kit';
 
 /** A source that delivers nothing by itself; tests call `consumer.dispatch` directly. */
 export class ManualSource implements MessageSource {

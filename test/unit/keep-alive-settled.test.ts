@@ -3,7 +3,8 @@
  * lost, which the store then reports as committed by this lease): the keeper stops keeping it
  * quietly. That is no lost lease (no onLost) and nothing to retry (no repeated onError).
  */
-import { InMemoryClaimer, LeaseKeeper } from '../../src';
+import { InMemoryClaimer } from '../../src';
+import { LeaseKeeper } from '../../src/adapter-kit';
 import { waitFor } from './helpers';
 
 test('a receipt committed while kept stops being kept, without onLost and without repeated errors', async () => {

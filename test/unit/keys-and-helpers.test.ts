@@ -1,5 +1,4 @@
 import {
-  backoffDelay,
   digestKey,
   InvalidKeyError,
   isDisposition,
@@ -13,6 +12,7 @@ import {
   namespaceKey,
   validateKey,
 } from '../../src';
+import { backoffDelay } from '../../src/adapter-kit';
 
 describe('keys', () => {
   test('namespaceKey joins namespace and key, escaping ":" so namespaces cannot collide', () => {

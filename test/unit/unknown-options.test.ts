@@ -13,7 +13,8 @@ import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { createOtelObserver } from '../../adapters/otel';
 import { RabbitMqPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
-import { checkKnownOptions, closestName, ConfigurationError, InMemoryClaimer, runConsumers } from '../../src';
+import { ConfigurationError, InMemoryClaimer, runConsumers } from '../../src';
+import { checkKnownOptions, closestName } from '../../src/adapter-kit';
 import { FnConsumer, fastOptions } from './helpers';
 
 const handler = async () => ({ type: 'ack' }) as never;

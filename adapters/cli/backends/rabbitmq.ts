@@ -9,7 +9,7 @@
  * unacknowledged messages of a closed connection).
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
-import { checkKnownOptions, optionNames } from '../../../src';
+import { checkKnownOptions, optionNames } from '../../../src/adapter-kit';
 import {
   assertPublishable,
   BrokerConnectionError,

@@ -4,7 +4,8 @@
  * (S07). Claims use the in-memory claimer here; rabbitmq-redis.test.ts repeats the key ones with
  * the Redis claimer.
  */
-import { ack, type Delivery, type DeliveryResult, type DeliverySink, type PreparedClaim, RetryableError } from '../../../src';
+import { ack, type Delivery, type DeliveryResult, RetryableError } from '../../../src';
+import { type DeliverySink, type PreparedClaim } from '../../../src/adapter-kit';
 import { ConsumerCancelledError, HEADERS, type RabbitMqSourceEvents } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { closeConnectionsNamed, rabbitmqctlAvailable } from './support/broker-control';

@@ -14,7 +14,8 @@
  * with the outcomes seen so far (a small set of possible worlds) and fails only when no world can
  * produce the outcome the real claimer gave.
  */
-import { encodeResult, type JsonValue } from '../../../src';
+import { type JsonValue } from '../../../src';
+import { encodeResult } from '../../../src/adapter-kit';
 
 /** [lo, hi] in milliseconds of the clock the model and the harness share. */
 export interface Interval {

@@ -18,7 +18,8 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { createOtelObserver, dropInstrumentationProcessSpans, injectTraceHeaders, isInstrumentationProcessSpan } from '../../../adapters/otel';
-import { ack, type Delivery, type DeliverySink, InMemoryClaimer, type MessageSource } from '../../../src';
+import { ack, type Delivery, InMemoryClaimer, type MessageSource } from '../../../src';
+import { type DeliverySink } from '../../../src/adapter-kit';
 import { FnConsumer } from '../helpers';
 import { installOtel, type OtelHarness, RecordingObserver } from './otel-harness';
 

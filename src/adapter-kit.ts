@@ -1,0 +1,21 @@
+/**
+ * twophase/adapter-kit: the helpers for writing a claimer or a message source of your own, the
+ * ones the bundled adapters (`twophase/redis`, `twophase/postgres`, `twophase/rabbitmq`,
+ * `twophase/kafka`, `twophase/memory`, `twophase/otel`) are built on.
+ *
+ * An application needs none of this: it uses `twophase` and an adapter's entry point. The kit
+ * follows the adapters' needs and carries a weaker promise than the application API: a minor
+ * release may change it, listed in the CHANGELOG (docs/stability.md).
+ *
+ * @module twophase/adapter-kit
+ */
+export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
+export { validateClaimOptions, checkTtl } from './keys';
+export { encodeResult, decodeResult } from './result-codec';
+export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
+export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
+export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
+export type { DeliverySink, PreparedClaim, SourceStartOptions } from './source';
+export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
+export { truncateErrorMessage, errorType } from './settlement';
+export { Semaphore } from './semaphore';
