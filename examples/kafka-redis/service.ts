@@ -5,8 +5,8 @@
  */
 import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
-import { type ConsumerObserver, type Logger } from '../../src';
-import { KafkaSource, type KafkaSourceStats } from '../../adapters/kafka';
+import { type ConsumerObserver, consoleWarnLogger, type Logger } from '../../src';
+import { KafkaSource, type KafkaSourceStats, kafkajsLogCreator } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
 import { Ledger } from '../rabbitmq-redis/ledger';
 import { PaymentsConsumer } from '../rabbitmq-redis/payments-consumer';
@@ -50,8 +50,9 @@ export interface KafkaPaymentsService {
 /** Starts the service. Resolves once it joined the group. The topics must exist (./topics.ts). */
 export async function startKafkaPaymentsService(config: KafkaPaymentsConfig): Promise<KafkaPaymentsService> {
   // kafkajs logs at INFO by default; ERROR keeps its connection chatter and its partitioner
-  // notice out of the output (twophase reports what matters through its own logger).
-  const kafka = new Kafka({ clientId: config.groupId, brokers: [...config.kafkaBrokers], logLevel: logLevel.ERROR });
+  // notice out of the output, and kafkajsLogCreator writes its errors through the same logger
+  // (and JSON line format) as twophase's own lines.
+  const kafka = new Kafka({ clientId: config.groupId, brokers: [...config.kafkaBrokers], logLevel: logLevel.ERROR, logCreator: kafkajsLogCreator(config.logger ?? consoleWarnLogger) });
   const claimsRedis = new Redis(config.redisUrl, { lazyConnect: true });
   const ledgerRedis = new Redis(config.redisUrl);
   ledgerRedis.on('error', () => undefined); // reported through failed ledger writes (retried)
