@@ -14,7 +14,14 @@ const opts = { leaseTtlMs: 5000, doneTtlMs: 60_000 };
 const suite = postgresBinDir() ? 'PostgresClaimer outage (private server)' : 'PostgresClaimer outage [no PostgreSQL binaries under /usr/lib/postgresql]';
 describeWithServices(['postgres'], suite, () => {
   if (!postgresBinDir()) {
-    test.skip('needs initdb and pg_ctl', () => undefined);
+    // Under CI every service is required: missing server binaries fail the run instead of skipping.
+    if (process.env.CI) {
+      test('initdb and pg_ctl are installed (required under CI)', () => {
+        throw new Error('no PostgreSQL server binaries under /usr/lib/postgresql/*/bin: install the postgresql package');
+      });
+    } else {
+      test.skip('needs initdb and pg_ctl', () => undefined);
+    }
     return;
   }
   let server: PostgresServerProcess;
