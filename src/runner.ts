@@ -88,8 +88,9 @@ const DEFAULT_SHUTDOWN_TIMEOUT_MS = 30_000;
 const RUNNER_OPTION_NAMES = optionNames<RunnerOptions>()(['signals', 'onShutdown', 'closeTimeoutMs', 'exitProcess', 'exitDeadlineMs', 'logger']);
 
 /**
- * Starts every consumer. If one fails to start, the ones already started are stopped and the
- * error is rethrown (startup fails closed). The signal handlers are installed first, so a signal
+ * Starts every consumer. If one fails to start, every consumer is stopped, the `onShutdown`
+ * steps run (so the clients the application wired are closed), and the error is rethrown
+ * (startup fails closed); the process is never exited on this path. The signal handlers are installed first, so a signal
  * during startup stops every consumer (the one starting included), starts no more, and resolves
  * at once with the runner, already stopping (without waiting for a start that hangs).
  *
@@ -176,8 +177,10 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
       if ((await Promise.race([starting, onStopping])) === 'stopping') break;
     } catch (error) {
       if (stopping) break; // stopped by a signal while starting: not a startup failure
-      for (const s of signals) process.removeListener(s, onSignal);
-      await Promise.allSettled(consumers.map((c) => c.stop()));
+      logger.error({ err: error }, 'twophase: a consumer failed to start; stopping the others and running onShutdown');
+      // The same path as a signal (consumers stopped, then the steps), so the clients the
+      // application wired are closed and the process can end once the caller handled the error.
+      await stop(undefined);
       throw error;
     }
   }

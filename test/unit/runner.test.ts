@@ -50,6 +50,25 @@ describe('runConsumers shutdown steps', () => {
     expect(process.listenerCount('SIGTERM')).toBe(0);
   });
 
+  test('a consumer that fails to start: every consumer stopped, the steps run, the error rethrown and logged', async () => {
+    const events: string[] = [];
+    const started = { start: async () => void events.push('a started'), stop: async () => void events.push('a stopped'), health: () => ({}) as never };
+    const failing = {
+      start: async () => {
+        throw new Error('claim store unreachable');
+      },
+      stop: async () => void events.push('b stopped'),
+      health: () => ({}) as never,
+    };
+    const { lines, logger } = recording();
+    await expect(
+      runConsumers([started, failing], { logger, exitProcess: false, onShutdown: [() => void events.push('redis closed'), () => void events.push('pool closed')] }),
+    ).rejects.toThrow('claim store unreachable');
+    expect(events).toEqual(['a started', 'a stopped', 'b stopped', 'redis closed', 'pool closed']);
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([['error', 'twophase: a consumer failed to start; stopping the others and running onShutdown']]);
+    expect(process.listenerCount('SIGTERM')).toBe(0);
+  });
+
   test('runner.stop() runs the steps too, once, with no signal', async () => {
     const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source: new ManualSource() }, async () => ack());
     const calls: unknown[] = [];
