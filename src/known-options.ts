@@ -21,6 +21,12 @@ export function checkKnownOptions(where: string, options: unknown, known: readon
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw new ConfigurationError(`${where} must be an object, got ${describeType(options)}`);
   }
+  // An instance passed where the options object belongs (`new MemorySource(broker, 'q')`) would
+  // otherwise be reported by its private field names.
+  const className = instanceClassName(options);
+  if (className !== undefined) {
+    throw new ConfigurationError(`${where} must be a plain options object, got an instance of ${className}; known options: ${known.join(', ')}`);
+  }
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
     const closest = closestName(name, known);
@@ -90,4 +96,14 @@ export function optionNames<T>() {
   return <const K extends readonly (keyof T & string)[]>(
     names: K & ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { readonly missingOptionNames: Exclude<keyof T, K[number]> }),
   ): readonly string[] => names;
+}
+
+/** The class name of an object built by a class other than Object, else undefined (plain objects, null-prototype objects). */
+function instanceClassName(value: object): string | undefined {
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === null || proto === Object.prototype) return undefined;
+  const ctor = (proto as { constructor?: unknown }).constructor;
+  const name = typeof ctor === 'function' ? ctor.name : '';
+  // Another realm's Object (a vm context) is still a plain object.
+  return name === 'Object' ? undefined : name || 'an anonymous class';
 }

@@ -51,6 +51,12 @@ describe('checkKnownOptions', () => {
     expect(() => checkKnownOptions('x', undefined, ['a'])).not.toThrow();
     expect(() => checkKnownOptions('x', 'a', ['a'])).toThrow("x must be an object, got 'a' (a string)");
   });
+  it('refuses an instance passed where the options object belongs, naming its class (not its private fields)', () => {
+    expect(() => new (MemorySource as unknown as new (...args: unknown[]) => unknown)(new MemoryBroker(), 'q')).toThrow(
+      'MemorySource options must be a plain options object, got an instance of MemoryBroker; known options: broker, queue',
+    );
+    expect(() => checkKnownOptions('x', Object.assign(Object.create(null) as object, { a: 1 }), ['a'])).not.toThrow();
+  });
 });
 
 describe('ConsumerBase options', () => {
