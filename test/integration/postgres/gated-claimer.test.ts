@@ -7,9 +7,9 @@
  *   a key done in PostgreSQL but missing in Redis is answered from PostgreSQL and repopulated, and
  *   a key whose transaction rolled back is never done in Redis (both holes of docs/gated.md).
  */
-import type { PoolClient } from 'pg';
+import { Pool, type PoolClient } from 'pg';
 import type Redis from 'ioredis';
-import type { ClaimResult } from '../../../src';
+import { ClaimerUnavailableError, type ClaimResult } from '../../../src';
 import { GatedClaimer } from '../../../adapters/gated';
 import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/postgres';
 import { diagnoseRedisKey, recordKey, RedisClaimer } from '../../../adapters/redis';
@@ -17,7 +17,7 @@ import { describeClaimerConformance } from '../../conformance/claimer-conformanc
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { describeWithServices } from '../../support/services';
 import { connectRedis, silentLogger, uniquePrefix } from '../redis/support/redis-helpers';
-import { freshSchema } from './support/pg-helpers';
+import { freshSchema, pgConfig } from './support/pg-helpers';
 import { type InboxFixture, inboxFixture, writeLedger } from './support/inbox-fixture';
 import { replyDroppingPool } from './support/reply-dropping-pool';
 
@@ -164,6 +164,21 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: Redis gate, PostgreSQ
       await next.receipt.commit();
       expect((await f.counts()).get('pay-5')).toBe(1);
       await a.receipt.release().catch(() => undefined);
+    });
+
+    test('PostgreSQL unreachable: duplicates of completed keys are still answered by Redis; a new key fails closed (ClaimerUnavailableError)', async () => {
+      await book('pay-7', { receipt: 'r-7' });
+      const deadPool = new Pool(pgConfig({ port: 1, connectionTimeoutMillis: 200 }));
+      deadPool.on('error', () => undefined);
+      const cut = new GatedClaimer({ gate, truth: new PostgresClaimer({ pool: deadPool, logger: silentLogger }, { schema: f.schema, mode: 'transactional', operationTimeoutMs: 500 }), logger: silentLogger });
+      try {
+        const dup = await cut.claim('pay-7', opts);
+        expect(dup.state === 'done' && dup.result).toEqual({ receipt: 'r-7' });
+        await expect(cut.claim('pay-8', opts)).rejects.toBeInstanceOf(ClaimerUnavailableError);
+        expect(await redisState('pay-8')).toBe('released'); // the gate lease was given back
+      } finally {
+        await deadPool.end();
+      }
     });
 
     test('a release (handler failure, requeue) rolls the effect back and frees the key in both stores', async () => {
