@@ -62,8 +62,10 @@ export interface GatedClaimerStats {
  * the key; and an effect that rolls back never leaves the key marked done in the gate.
  *
  * **Cost.** A duplicate of a completed key, and a concurrent duplicate of a key in flight, cost
- * one gate round trip and no truth round trip while the gate is up. A new key costs one gate
- * round trip more before the truth's claim and one after its commit.
+ * one gate round trip and no truth round trip while the gate is up. A new key costs two gate
+ * round trips more: the gate's claim before the truth's, and its commit after the truth's
+ * COMMIT (awaited before `commit()` resolves, so before the broker ack; bounded by the gate's
+ * own deadline).
  *
  * **Failures.** A gate failure never fails a claim: the truth decides instead (slower, still
  * correct). A truth failure fails the claim (`ClaimerUnavailableError`): the truth is the
