@@ -42,7 +42,7 @@ export default tseslint.config(
               group: ['../../src/**', '!../../src/adapter-kit'],
               message: 'import the core through its entry points only: ../../src (the application API) and ../../src/adapter-kit (the helpers for claimers and sources)',
             },
-            { group: ['../memory/*', '../redis/*', '../rabbitmq/*', '../kafka/*', '../otel/*', '../postgres/*', '../memory', '../redis', '../rabbitmq', '../kafka', '../otel', '../postgres'], message: 'adapters never import one another (only the CLI combines them).' },
+            { group: ['../memory/*', '../redis/*', '../rabbitmq/*', '../kafka/*', '../otel/*', '../postgres/*', '../gated/*', '../memory', '../redis', '../rabbitmq', '../kafka', '../otel', '../postgres', '../gated'], message: 'adapters never import one another (only the CLI combines them).' },
           ],
         },
       ],

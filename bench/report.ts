@@ -2,7 +2,8 @@
  * The benchmark report (`npm run bench`): one run, side by side, of
  *
  * 1. throughput: the adapters' own benchmarks (bench/core/pipeline.ts, bench/redis/claim-commit.ts,
- *    bench/rabbitmq/run.ts, bench/rabbitmq/replay.ts (`twophase dlq replay`), bench/postgres/inbox.ts, bench/kafka/consume.ts), each in a child process, one after another,
+ *    bench/rabbitmq/run.ts, bench/rabbitmq/replay.ts (`twophase dlq replay`), bench/postgres/inbox.ts, bench/postgres/gated.ts,
+ *    bench/kafka/consume.ts), each in a child process, one after another,
  *    with the sizes below, their JSON written to bench/results/*.report.tmp.json;
  * 2. added latency: for each broker (in-process, RabbitMQ, Kafka) × claimer (none = the raw
  *    client, InMemoryClaimer, RedisClaimer), messages published at a steady rate well under
@@ -14,7 +15,7 @@
  * Writes bench/results/latest.json and bench/results/latest.png (and the .svg it is rendered
  * from, with @resvg/resvg-js). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,postgres,powertools,throughput,latency]
+ *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,postgres,gated,powertools,throughput,latency]
  *
  * Needs Redis (127.0.0.1:6379), RabbitMQ (127.0.0.1:5672) and Kafka (127.0.0.1:9092, `npm run
  * kafka:start`); a broker that is not reachable is skipped and reported as such.
@@ -122,6 +123,15 @@ async function throughput(args: Args, available: Record<Broker, boolean>): Promi
       } catch (error) {
         raw.postgres = { skipped: (error as Error).message.slice(0, 300) };
       }
+    }
+  }
+  if (!args.skip.has('postgres') && !args.skip.has('gated')) {
+    step('duplicates: Redis gate in front of the PostgreSQL inbox (bench/postgres/gated.ts: gated vs plain transactional inbox)');
+    try {
+      await runBench('postgres/gated.ts', ['--rounds', q ? '2' : '5', '--keys', q ? '300' : '1000', '--out', tmp('gated')]);
+      raw.gated = readJson(tmp('gated'));
+    } catch (error) {
+      raw.gated = { skipped: (error as Error).message.slice(0, 300) };
     }
   }
   if (available.kafka) {

@@ -54,3 +54,15 @@ test('package.json publishes twophase/adapter-kit with its types, for every reso
   expect(pkg.exports['./adapter-kit']).toEqual({ types: './dist/src/adapter-kit.d.ts', default: './dist/src/adapter-kit.js' });
   expect(pkg.typesVersions['*']['adapter-kit']).toEqual(['dist/src/adapter-kit.d.ts']);
 });
+
+test('package.json publishes twophase/gated with its types, and the entry point exports the gated claimer', () => {
+  const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
+    exports: Record<string, unknown>;
+    typesVersions: Record<string, Record<string, string[]>>;
+  };
+  expect(pkg.exports['./gated']).toEqual({ types: './dist/adapters/gated/index.d.ts', default: './dist/adapters/gated/index.js' });
+  expect(pkg.typesVersions['*']['gated']).toEqual(['dist/adapters/gated/index.d.ts']);
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const gated = require('../../adapters/gated') as Record<string, unknown>;
+  expect(Object.keys(gated).sort()).toEqual(['GATED_CLAIMER_DEFAULTS', 'GatedClaimer']);
+});
