@@ -13,7 +13,7 @@
  * 100,000 messages per stack (see docs/chaos.md).
  */
 import type { HandlerProfile } from './chaos-consumer';
-import type { FaultKind } from './schedule';
+import { type FaultKind, STRICT_FAULTS } from './schedule';
 import { type StackName, stackSpec } from './stacks/registry';
 
 export { type StackName, STACKS } from './stacks/registry';
@@ -90,4 +90,13 @@ export function profile(name: ProfileName, stack: StackName): ScenarioProfile[] 
   }
   // long: at least 100,000 messages per stack (two scenarios of 50,000 each).
   return scenarios(stack, 50_000, stack === 'memory' ? 150_000 : 300_000, 300_000);
+}
+
+/**
+ * Whether a run is judged strictly (any duplicated effect fails): always for a stack with a
+ * strict verdict (the PostgreSQL inbox); otherwise in the strict scenario, when every fault that
+ * fired is one of the strict faults.
+ */
+export function judgedStrictly(stack: StackName, scenario: ScenarioProfile['name'], fired: readonly string[]): boolean {
+  return stackSpec(stack).strictVerdict || (scenario === 'strict' && fired.every((k) => STRICT_FAULTS.has(k as FaultKind)));
 }

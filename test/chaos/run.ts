@@ -14,8 +14,8 @@ import { randomBytes } from 'node:crypto';
 import { Command, Option } from 'commander';
 import { Pool } from 'pg';
 import { pgConfig, prepareLedger, readFaultCounts, readLedger } from './ledger';
-import { profile, type ProfileName, type ScenarioProfile, type StackName, STACKS } from './profiles';
-import { type FaultKind, STRICT_FAULTS } from './schedule';
+import { judgedStrictly, profile, type ProfileName, type ScenarioProfile, type StackName, STACKS } from './profiles';
+import type { FaultKind } from './schedule';
 import { stackSpec } from './stacks/registry';
 import type { StackResult } from './stacks/stack';
 import { judge, type Verdict } from './verdict';
@@ -138,7 +138,7 @@ async function main(): Promise<number> {
         poison: new Set(result.poison),
         allowedDeadLetterReasons: new Set(['permanent_error', 'retry_exhausted']),
         storeFaults: injected.some((k) => k === 'redis_stop' || k === 'redis_pause'),
-        strict: stackSpec(stack).strictVerdict || (scenario.name === 'strict' && injected.every((k) => STRICT_FAULTS.has(k))),
+        strict: judgedStrictly(stack, scenario.name, injected),
       });
       const ok = verdict.ok && result.drained;
       await pool.query('UPDATE chaos_runs SET verdict = $2 WHERE run_id = $1', [
