@@ -175,6 +175,24 @@ class History {
     this.requeue(d.key);
   }
 
+  /**
+   * Every owner stalls past the lease: their transactions idle for STALL_MS, and PostgreSQL ends
+   * them (`idle_in_transaction_session_timeout`). Waits until the server has ended those sessions,
+   * so a slow machine cannot turn the stall into a shorter one.
+   */
+  async stall(): Promise<void> {
+    const pids = (await Promise.all(this.inFlight.map((d) => this.backendPid(d)))).filter((p): p is number => p !== undefined);
+    await new Promise((resolve) => setTimeout(resolve, STALL_MS));
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const live = await this.f.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1::int[])', [pids]);
+      if (live.rows[0]!.n === 0) break;
+      if (Date.now() > deadline) throw new Error(`sessions ${pids.join(', ')} still alive 10 s after idling past the ${LEASE_TTL_MS} ms lease`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    this.log.push(`stall ${STALL_MS} ms: ${pids.length} session(s) ended by the server`);
+  }
+
   private async backendPid(d: InFlight): Promise<number | undefined> {
     const client = d.receipt.transaction as PoolClient & { processID?: number };
     return typeof client.processID === 'number' ? client.processID : undefined;
@@ -239,9 +257,7 @@ async function runHistory(f: SchemaFixture, claimer: PostgresClaimer, effects: s
           await h.deliver(h.key(s.key));
           break;
         case 'stall':
-          // Every open transaction idles past the lease; PostgreSQL ends them.
-          h.log.push(`stall ${STALL_MS} ms`);
-          await new Promise((resolve) => setTimeout(resolve, STALL_MS));
+          await h.stall();
           break;
         default: {
           const d = h.inFlight[s.slot % Math.max(1, h.inFlight.length)];
