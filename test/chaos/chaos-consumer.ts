@@ -1,6 +1,7 @@
 /**
  * The consumer every chaos worker runs, whatever the stack: its effect is an INSERT into
- * `chaos_effects`; a commit marker follows each successful commit; `lease_lost` and
+ * `chaos_effects` (with the PostgreSQL inbox, through `ctx.transaction`: it commits with the
+ * claim or rolls back with it); a commit marker follows each successful commit; `lease_lost` and
  * `commit_failed` outcomes are recorded. Handlers take a random, sometimes long time; a small
  * share throws retryably; poison messages throw permanently.
  *
@@ -82,6 +83,11 @@ export interface ChaosWorkerOptions {
   readonly leaseTtlMs: number;
   /** Kills wait until no other handler is between its effect and its commit. */
   readonly strict: boolean;
+  /**
+   * The effect INSERT goes through `ctx.transaction` (a `pg` client inside the claim's
+   * transaction: PostgresClaimer in transactional mode) instead of the ledger's own pool.
+   */
+  readonly effectInTransaction?: boolean;
   /** Unix ms when the run started, for the fault log. */
   readonly runStartedAt: number;
 }
@@ -105,7 +111,12 @@ export function chaosConsumerOptions(base: Pick<ConsumerOptions, 'claimer' | 'so
   };
 }
 
-export class ChaosConsumer extends ConsumerBase<ChaosBody> {
+/** What the effect needs of `ctx.transaction`: a `pg` client's `query`. */
+interface Queryable {
+  query(text: string, values: unknown[]): Promise<unknown>;
+}
+
+export class ChaosConsumer extends ConsumerBase<ChaosBody, Queryable | undefined> {
   private readonly armed = new Set<ArmedFault>();
   /** Handlers between their effect and their commit outcome, by `key fence`. */
   private readonly window = new Set<string>();
@@ -152,7 +163,7 @@ export class ChaosConsumer extends ConsumerBase<ChaosBody> {
     return source;
   }
 
-  async handle(message: Message<ChaosBody>, context: HandlerContext): Promise<Disposition> {
+  async handle(message: Message<ChaosBody>, context: HandlerContext<Queryable | undefined>): Promise<Disposition> {
     const { control, rng, handler, ledger } = this.w;
     const key = rawKey(message.key);
     this.handled++;
@@ -171,7 +182,12 @@ export class ChaosConsumer extends ConsumerBase<ChaosBody> {
     if (this.dying) throw new WorkerDead();
     const slot = `${message.key} ${context.fencingToken}`;
     this.window.add(slot);
-    await ledger.effect(key, context.fencingToken, context.attempt);
+    if (this.w.effectInTransaction) {
+      if (!context.transaction) throw new Error(`no ctx.transaction for ${key}: the claimer is not transactional`);
+      await ledger.effect(key, context.fencingToken, context.attempt, context.transaction);
+    } else {
+      await ledger.effect(key, context.fencingToken, context.attempt);
+    }
     this.alive();
     if (this.armed.has('kill_after_effect')) await this.fire('kill_after_effect', key);
     if (this.armed.has('kill_after_commit')) this.killAtAck.set(message.raw, message.key);

@@ -66,9 +66,12 @@ export class LedgerWriter {
     return new LedgerWriter(this.runId, worker, this.pool);
   }
 
-  /** The effect: a plain INSERT, no constraint. */
-  async effect(key: string, fence: number, attempt: number): Promise<void> {
-    await this.pool.query('INSERT INTO chaos_effects (run_id, key, fence, worker, attempt) VALUES ($1, $2, $3, $4, $5)', [this.runId, key, fence, this.worker, attempt]);
+  /**
+   * The effect: a plain INSERT, no constraint; through `via` (the claim's transaction in the
+   * PostgreSQL inbox) when given, else on the writer's pool (auto-committed).
+   */
+  async effect(key: string, fence: number, attempt: number, via: { query(text: string, values: unknown[]): Promise<unknown> } = this.pool): Promise<void> {
+    await via.query('INSERT INTO chaos_effects (run_id, key, fence, worker, attempt) VALUES ($1, $2, $3, $4, $5)', [this.runId, key, fence, this.worker, attempt]);
   }
 
   async marker(key: string, fence: number): Promise<void> {

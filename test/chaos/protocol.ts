@@ -3,20 +3,30 @@
  */
 import type { ArmedFault, HandlerProfile } from './chaos-consumer';
 
+/** The claim store of a broker stack's workers. */
+export type StoreConfig =
+  /** RedisClaimer on the run's private redis-server, claims under `prefix`. */
+  | { readonly kind: 'redis'; readonly port: number; readonly prefix: string }
+  /**
+   * PostgresClaimer in transactional mode on the ledger's PostgreSQL, inbox tables in `schema`;
+   * the effect goes through `ctx.transaction`. The worker's claim sessions carry the
+   * `application_name` `<sessionPrefix>-<workerId>` (the pg_terminate fault finds them by it).
+   */
+  | { readonly kind: 'postgres'; readonly schema: string; readonly sessionPrefix: string };
+
 /** Everything a worker process needs, passed as JSON in its first argument. */
 export interface WorkerConfig {
-  readonly stack: 'rabbitmq-redis' | 'kafka-redis';
+  readonly broker: 'rabbitmq' | 'kafka';
+  readonly store: StoreConfig;
   readonly runId: string;
   readonly workerId: string;
   readonly seed: number;
+  /** Armed kills wait until no handler of the worker is between its effect and its commit. */
   readonly strict: boolean;
   readonly leaseTtlMs: number;
   readonly concurrency: number;
   readonly handler: HandlerProfile;
   readonly runStartedAt: number;
-  readonly redisPort: number;
-  /** Redis key prefix of the run's claims. */
-  readonly redisPrefix: string;
   readonly amqp?: { readonly url: string; readonly queue: string; readonly delayTiersMs: readonly number[] };
   readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string; readonly sessionTimeoutMs: number };
 }

@@ -1,7 +1,9 @@
 /**
  * The fault-injection harness (docs/chaos.md):
  *
- *   npx ts-node --transpile-only test/chaos/run.ts --profile ci|long --stack memory|rabbitmq-redis|kafka-redis|all [--seed N]
+ *   npx ts-node --transpile-only test/chaos/run.ts --profile ci|long --stack <name>|all [--seed N]
+ *
+ * (stack names: stacks/registry.ts)
  *
  * For each stack and scenario: consumer processes, a producer with unique keys and injected
  * duplicates, an effect ledger in PostgreSQL, and a seeded fault schedule; then the verdict
@@ -12,8 +14,9 @@ import { randomBytes } from 'node:crypto';
 import { Command, Option } from 'commander';
 import { Pool } from 'pg';
 import { pgConfig, prepareLedger, readFaultCounts, readLedger } from './ledger';
-import { profile, type ProfileName, type ScenarioProfile, type StackName, STACKS } from './profiles';
-import { type FaultKind, STRICT_FAULTS } from './schedule';
+import { judgedStrictly, profile, type ProfileName, type ScenarioProfile, type StackName, STACKS } from './profiles';
+import type { FaultKind } from './schedule';
+import { stackSpec } from './stacks/registry';
 import type { StackResult } from './stacks/stack';
 import { judge, type Verdict } from './verdict';
 
@@ -35,13 +38,14 @@ interface Row {
 }
 
 async function runStack(stack: StackName, scenario: ScenarioProfile, runId: string, seed: number): Promise<StackResult> {
-  switch (stack) {
+  const spec = stackSpec(stack);
+  switch (spec.broker) {
     case 'memory':
       return (await import('./stacks/memory')).runMemoryStack(runId, seed, scenario);
-    case 'rabbitmq-redis':
-      return (await import('./stacks/rabbitmq')).runRabbitMqStack(runId, seed, scenario);
-    case 'kafka-redis':
-      return (await import('./stacks/kafka')).runKafkaStack(runId, seed, scenario);
+    case 'rabbitmq':
+      return (await import('./stacks/rabbitmq')).runRabbitMqStack(spec, runId, seed, scenario);
+    case 'kafka':
+      return (await import('./stacks/kafka')).runKafkaStack(spec, runId, seed, scenario);
   }
 }
 
@@ -67,7 +71,7 @@ function printTable(stack: StackName, rows: readonly Row[]): void {
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const fmt = (cells: readonly string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
-  process.stdout.write(`\n${stack}\n${fmt(header)}\n|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|\n${lines.map(fmt).join('\n')}\n`);
+  process.stdout.write(`\n${stack}${stackSpec(stack).strictVerdict ? " (strict verdict in every scenario: any duplicated effect fails)" : ""}\n${fmt(header)}\n|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|\n${lines.map(fmt).join('\n')}\n`);
   for (const r of rows) {
     const reasons: Record<string, number> = {};
     for (const d of r.result.deadLetters) reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
@@ -100,7 +104,7 @@ async function main(): Promise<number> {
   const options = new Command()
     .name('chaos')
     .description('Fault injection with a PostgreSQL effect ledger: no message lost, no unexplained duplicate.')
-    .addOption(new Option('--profile <profile>', 'ci (≈8 min for all stacks) or long (≥100,000 messages per stack)').choices(['ci', 'long']).default('ci'))
+    .addOption(new Option('--profile <profile>', 'ci (≈12 min for all stacks) or long (≥100,000 messages per stack)').choices(['ci', 'long']).default('ci'))
     .addOption(new Option('--stack <stack>', 'which stack').choices([...STACKS, 'all']).default('all'))
     .option('--seed <n>', 'seed of the message plans and fault schedules', (v) => Number(v), Number(process.env.CHAOS_SEED ?? 20240601))
     .option('--scale <x>', 'multiply messages and publishing time (quick local runs)', (v) => Number(v), 1)
@@ -116,7 +120,7 @@ async function main(): Promise<number> {
     const stackRows: Row[] = [];
     for (const base of profile(options.profile, stack)) {
       const scenario: ScenarioProfile = { ...base, messages: Math.max(10, Math.round(base.messages * options.scale)), publishMs: Math.round(base.publishMs * options.scale) };
-      const runId = `${stack.split('-')[0]}-${scenario.name}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+      const runId = `${stack}-${scenario.name}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
       const seed = options.seed + stackRows.length * 1000 + STACKS.indexOf(stack) * 100_000;
       await pool.query('INSERT INTO chaos_runs (run_id, stack, scenario, profile, seed) VALUES ($1, $2, $3, $4, $5)', [runId, stack, scenario.name, options.profile, seed]);
       process.stdout.write(`\n== ${stack} / ${scenario.name}: ${scenario.messages} keys, ${scenario.workers} workers × ${scenario.concurrency}, run ${runId}, seed ${seed}\n`);
@@ -134,7 +138,7 @@ async function main(): Promise<number> {
         poison: new Set(result.poison),
         allowedDeadLetterReasons: new Set(['permanent_error', 'retry_exhausted']),
         storeFaults: injected.some((k) => k === 'redis_stop' || k === 'redis_pause'),
-        strict: scenario.name === 'strict' && injected.every((k) => STRICT_FAULTS.has(k)),
+        strict: judgedStrictly(stack, scenario.name, injected),
       });
       const ok = verdict.ok && result.drained;
       await pool.query('UPDATE chaos_runs SET verdict = $2 WHERE run_id = $1', [

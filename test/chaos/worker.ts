@@ -1,16 +1,15 @@
 /**
- * A chaos worker process: one ChaosConsumer on a real broker (RabbitMQ or Kafka) with the Redis
- * claimer on the run's private redis-server. Forked by the harness with its config as JSON in
- * argv[2]; takes `arm` and `stop` messages, reports `ready` and periodic `stats`.
+ * A chaos worker process: one ChaosConsumer on a real broker (RabbitMQ or Kafka) with the run's
+ * claimer: RedisClaimer on the private redis-server, or PostgresClaimer in transactional mode
+ * (the inbox), whose effect INSERT goes through `ctx.transaction`. Forked by the harness with its
+ * config as JSON in argv[2]; takes `arm` and `stop` messages, reports `ready` and periodic `stats`.
  *
  * Killed workers die by SIGKILL (the harness's, or their own at an armed point): nothing runs
  * after that, exactly as in production.
  */
-import Redis from 'ioredis';
 import { type Claimer, type Logger, type MessageSource, silentLogger } from '../../src';
-import { RedisClaimer } from '../../adapters/redis';
 import { ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
-import { LedgerWriter } from './ledger';
+import { LedgerWriter, pgConfig } from './ledger';
 import type { FromWorker, ToWorker, WorkerConfig } from './protocol';
 import { Rng } from './rng';
 
@@ -34,8 +33,34 @@ function send(message: FromWorker): void {
   process.send?.(message);
 }
 
+/** The claimer of the run's store, and how to close what it holds. */
+async function makeClaimer(): Promise<{ claimer: Claimer; close: () => Promise<void> }> {
+  const store = config.store;
+  if (store.kind === 'redis') {
+    const { default: Redis } = await import('ioredis');
+    const { RedisClaimer } = await import('../../adapters/redis');
+    const redis = new Redis({ host: '127.0.0.1', port: store.port, maxRetriesPerRequest: 1, retryStrategy: () => 200, lazyConnect: true });
+    redis.on('error', () => undefined);
+    const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix: store.prefix, operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
+    return {
+      claimer,
+      close: async () => {
+        await claimer.close();
+        redis.disconnect();
+      },
+    };
+  }
+  const { Pool } = await import('pg');
+  const { PostgresClaimer } = await import('../../adapters/postgres');
+  // One client per in-flight delivery, plus the short checks of duplicates (docs/postgres.md).
+  const pool = new Pool({ ...pgConfig(config.concurrency + 4), application_name: `${store.sessionPrefix}-${config.workerId}` });
+  pool.on('error', () => undefined); // sessions ended by the server (pg_terminate, idle timeout)
+  const claimer = new PostgresClaimer({ pool, logger }, { schema: store.schema, mode: 'transactional', operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
+  return { claimer, close: () => pool.end().catch(() => undefined) };
+}
+
 async function makeSource(): Promise<MessageSource> {
-  if (config.stack === 'rabbitmq-redis') {
+  if (config.broker === 'rabbitmq') {
     const { RabbitMqSource } = await import('../../adapters/rabbitmq');
     const amqp = config.amqp!;
     return new RabbitMqSource({
@@ -56,15 +81,21 @@ async function makeSource(): Promise<MessageSource> {
   const client = new Kafka({ clientId: `chaos-${config.workerId}`, brokers: [...kafka.brokers], logLevel: logLevel.NOTHING });
   return new KafkaSource(
     { kafka: client },
-    { topics: [kafka.topic], groupId: kafka.groupId, fromBeginning: true, logger, consumer: { sessionTimeout: kafka.sessionTimeoutMs, rebalanceTimeout: kafka.sessionTimeoutMs + 2000, heartbeatInterval: 500, maxWaitTimeInMs: 100 } },
+    {
+      topics: [kafka.topic],
+      groupId: kafka.groupId,
+      fromBeginning: true,
+      logger,
+      // The inbox opens a transaction per claim: no claims ahead of dispatch (docs/postgres.md).
+      ...(config.store.kind === 'postgres' ? { claimBatchSize: 1 } : {}),
+      consumer: { sessionTimeout: kafka.sessionTimeoutMs, rebalanceTimeout: kafka.sessionTimeoutMs + 2000, heartbeatInterval: 500, maxWaitTimeInMs: 100 },
+    },
   );
 }
 
 async function main(): Promise<void> {
-  const ledger = new LedgerWriter(config.runId, config.workerId);
-  const redis = new Redis({ host: '127.0.0.1', port: config.redisPort, maxRetriesPerRequest: 1, retryStrategy: () => 200, lazyConnect: true });
-  redis.on('error', () => undefined);
-  const claimer: Claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix: config.redisPrefix, operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
+  const ledger = new LedgerWriter(config.runId, config.workerId, config.store.kind === 'postgres' ? 2 : 6);
+  const { claimer, close: closeClaimer } = await makeClaimer();
   const control: WorkerControl = {
     id: config.workerId,
     dead: false,
@@ -88,6 +119,7 @@ async function main(): Promise<void> {
     handler: config.handler,
     leaseTtlMs: config.leaseTtlMs,
     strict: config.strict,
+    effectInTransaction: config.store.kind === 'postgres',
     runStartedAt: config.runStartedAt,
   });
 
@@ -101,8 +133,7 @@ async function main(): Promise<void> {
     stopping = true;
     clearInterval(stats);
     await consumer.stop();
-    await (claimer as RedisClaimer).close();
-    redis.disconnect();
+    await closeClaimer();
     await ledger.close();
     process.exit(0);
   };

@@ -1,16 +1,17 @@
 /**
- * The Kafka + Redis stack: the local Kafka broker (127.0.0.1:9092, `npm run kafka:start`), a topic
- * and its `.dlq` per run (6 partitions), one consumer group of worker processes (KafkaSource +
- * RedisClaimer on a private redis-server with AOF fsync always), and a kafkajs producer in this
- * process keyed by the idempotency key. Group joins and leaves are faults of their own; a SIGKILL
+ * The Kafka stacks: the local Kafka broker (127.0.0.1:9092, `npm run kafka:start`), a topic and its
+ * `.dlq` per run (6 partitions), one consumer group of worker processes (KafkaSource + the stack's
+ * claimer on the run's claim store, see claim-store.ts), and a kafkajs producer in this process
+ * keyed by the idempotency key. Group joins and leaves are faults of their own; a SIGKILL
  * leaves the group at the session timeout (6 s, the broker's minimum).
  */
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { Pool } from 'pg';
-import { RedisServerProcess } from '../../integration/redis/support/redis-process';
 import { SERVICES } from '../../support/services';
 import { pgConfig } from '../ledger';
 import type { ScenarioProfile } from '../profiles';
+import { startClaimStore } from './claim-store';
+import type { StackSpec } from './registry';
 import { Rng } from '../rng';
 import { buildPlan, buildSchedule } from '../schedule';
 import { injectFault, WorkerPool } from './process-workers';
@@ -20,7 +21,7 @@ const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const PARTITIONS = 6;
 const SESSION_TIMEOUT_MS = 6000;
 
-export async function runKafkaStack(runId: string, seed: number, s: ScenarioProfile): Promise<StackResult> {
+export async function runKafkaStack(spec: StackSpec, runId: string, seed: number, s: ScenarioProfile): Promise<StackResult> {
   const startedAt = Date.now();
   const rng = new Rng(seed);
   const topic = `chaos-${runId}`;
@@ -31,20 +32,20 @@ export async function runKafkaStack(runId: string, seed: number, s: ScenarioProf
   await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: PARTITIONS }] });
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true });
   await producer.connect();
-  const redis = await RedisServerProcess.start(['--appendonly', 'yes', '--appendfsync', 'always']);
   const ledger = new Pool(pgConfig(2));
+  const store = await startClaimStore(spec.store as 'redis' | 'postgres', runId, ledger);
   const pool = new WorkerPool(
     {
-      stack: 'kafka-redis',
+      broker: 'kafka',
+      store: store.config,
       runId,
       seed,
-      strict: s.name === 'strict',
+      // The inbox needs no gate: a kill between the effect and the COMMIT rolls both back.
+      strict: s.name === 'strict' && spec.store !== 'postgres',
       leaseTtlMs: s.leaseTtlMs,
       concurrency: s.concurrency,
       handler: s.handler,
       runStartedAt: startedAt,
-      redisPort: redis.port,
-      redisPrefix: `chaos:${runId}`,
       kafka: { brokers: BROKERS, topic, groupId, sessionTimeoutMs: SESSION_TIMEOUT_MS },
     },
     s.workers,
@@ -63,7 +64,7 @@ export async function runKafkaStack(runId: string, seed: number, s: ScenarioProf
     const t0 = Date.now();
     const elapsed = () => Date.now() - t0;
     const schedule = buildSchedule(rng.fork('faults'), { ratesPerMinute: s.faultsPerMinute, fromMs: 2000, untilMs: Math.max(3000, s.publishMs - 2000), durationMs: s.outageMs });
-    const targets = { pool, redis, ledger, runId, startedAt: t0 };
+    const targets = { pool, store, ledger, runId, startedAt: t0 };
     const faults = (async () => {
       for (const f of schedule) {
         const wait = f.atMs - elapsed();
@@ -107,8 +108,8 @@ export async function runKafkaStack(runId: string, seed: number, s: ScenarioProf
   const deadLetters = await readDeadLetters(kafka, admin, `${topic}.dlq`, runId);
   await admin.deleteTopics({ topics: [topic, `${topic}.dlq`], timeout: 10_000 }).catch(() => undefined);
   await admin.disconnect();
+  await store.destroy();
   await ledger.end();
-  await redis.destroy();
   return {
     published: plan.length,
     uniqueKeys: plan.filter((m) => !m.duplicate).map((m) => m.key),

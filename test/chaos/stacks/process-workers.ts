@@ -1,16 +1,17 @@
 /**
  * Worker processes of a broker stack: spawn, replace after a kill, arm faults, SIGKILL, graceful
- * stop, and the fault executor shared by the RabbitMQ and Kafka stacks (the private
- * redis-server's faults included).
+ * stop, and the fault executor shared by the RabbitMQ and Kafka stacks (the claim store's faults
+ * included: the private redis-server's outages, PostgreSQL sessions ended mid-transaction).
  */
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { RedisServerProcess, redisCli } from '../../integration/redis/support/redis-process';
+import { redisCli } from '../../integration/redis/support/redis-process';
 import type { ArmedFault } from '../chaos-consumer';
 import { logFault } from '../ledger';
 import type { FromWorker, ToWorker, WorkerConfig } from '../protocol';
 import type { ScheduledFault } from '../schedule';
+import type { ClaimStore } from './claim-store';
 import { forkTs, logFaultLine } from './stack';
 
 interface LiveWorker {
@@ -134,7 +135,7 @@ export class WorkerPool {
 /** What the fault executor needs from a stack. */
 export interface FaultTargets {
   readonly pool: WorkerPool;
-  readonly redis: RedisServerProcess;
+  readonly store: ClaimStore;
   readonly ledger: Pool;
   readonly runId: string;
   readonly startedAt: number;
@@ -172,16 +173,28 @@ export async function injectFault(f: ScheduledFault, t: FaultTargets): Promise<v
       return;
     }
     case 'redis_stop': {
-      await log('redis_stop', `redis-server :${t.redis.port}`, `down for ${f.durationMs} ms`);
-      await t.redis.stop();
+      const redis = t.store.redis;
+      if (!redis) return;
+      await log('redis_stop', `redis-server :${redis.port}`, `down for ${f.durationMs} ms`);
+      await redis.stop();
       await new Promise((resolve) => setTimeout(resolve, f.durationMs));
-      await t.redis.startAgain();
-      await log('redis_restart', `redis-server :${t.redis.port}`);
+      await redis.startAgain();
+      await log('redis_restart', `redis-server :${redis.port}`);
       return;
     }
     case 'redis_pause': {
-      await log('redis_pause', `redis-server :${t.redis.port}`, `CLIENT PAUSE ${f.durationMs} ALL`);
-      await redisCli(t.redis.port, 'CLIENT', 'PAUSE', String(f.durationMs), 'ALL').catch(() => undefined);
+      const redis = t.store.redis;
+      if (!redis) return;
+      await log('redis_pause', `redis-server :${redis.port}`, `CLIENT PAUSE ${f.durationMs} ALL`);
+      await redisCli(redis.port, 'CLIENT', 'PAUSE', String(f.durationMs), 'ALL').catch(() => undefined);
+      return;
+    }
+    case 'pg_terminate': {
+      const w = t.pool.choose(f.pick, true);
+      if (!w || !t.store.terminateSession) return;
+      const done = await t.store.terminateSession(w.id);
+      // Counted as fired only when a session in a transaction was found and ended.
+      await log(done.ended ? 'pg_terminate' : 'pg_terminate_missed', w.id, done.detail);
       return;
     }
     case 'group_leave': {

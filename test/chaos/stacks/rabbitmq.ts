@@ -1,17 +1,18 @@
 /**
- * The RabbitMQ + Redis stack: the local RabbitMQ (127.0.0.1:5672, a queue per run), a private
- * redis-server on its own port (AOF with fsync always, so a restart keeps every claim: the
- * guarantee assumes a store that keeps its data), worker processes with RabbitMqSource and
- * RedisClaimer, and a confirmed amqplib producer in this process.
+ * The RabbitMQ stacks: the local RabbitMQ (127.0.0.1:5672, a queue per run), the run's claim store
+ * (claim-store.ts: a private redis-server, or the PostgreSQL inbox in a schema of the run), worker
+ * processes with RabbitMqSource and the stack's claimer, and a confirmed amqplib producer in this
+ * process.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import amqp, { type ConfirmChannel } from 'amqplib';
 import { Pool } from 'pg';
-import { RedisServerProcess } from '../../integration/redis/support/redis-process';
 import { SERVICES } from '../../support/services';
 import { pgConfig } from '../ledger';
 import type { ScenarioProfile } from '../profiles';
+import { startClaimStore } from './claim-store';
+import type { StackSpec } from './registry';
 import { Rng } from '../rng';
 import { buildPlan, buildSchedule } from '../schedule';
 import { injectFault, WorkerPool } from './process-workers';
@@ -33,28 +34,28 @@ async function closeConnectionsNamed(namePrefix: string): Promise<string> {
   return `${targets.length} connection(s) closed`;
 }
 
-export async function runRabbitMqStack(runId: string, seed: number, s: ScenarioProfile): Promise<StackResult> {
+export async function runRabbitMqStack(spec: StackSpec, runId: string, seed: number, s: ScenarioProfile): Promise<StackResult> {
   const startedAt = Date.now();
   const rng = new Rng(seed);
   const queue = `chaos.${runId}`;
-  const redis = await RedisServerProcess.start(['--appendonly', 'yes', '--appendfsync', 'always']);
   const ledger = new Pool(pgConfig(2));
+  const store = await startClaimStore(spec.store as 'redis' | 'postgres', runId, ledger);
   const connection = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: `chaos-${runId}-producer` } });
   connection.on('error', () => undefined);
   const channel: ConfirmChannel = await connection.createConfirmChannel();
   channel.on('error', () => undefined);
   const pool = new WorkerPool(
     {
-      stack: 'rabbitmq-redis',
+      broker: 'rabbitmq',
+      store: store.config,
       runId,
       seed,
-      strict: s.name === 'strict',
+      // The inbox needs no gate: a kill between the effect and the COMMIT rolls both back.
+      strict: s.name === 'strict' && spec.store !== 'postgres',
       leaseTtlMs: s.leaseTtlMs,
       concurrency: s.concurrency,
       handler: s.handler,
       runStartedAt: startedAt,
-      redisPort: redis.port,
-      redisPrefix: `chaos:${runId}`,
       amqp: { url: AMQP_URL, queue, delayTiersMs: DELAY_TIERS_MS },
     },
     s.workers,
@@ -68,7 +69,7 @@ export async function runRabbitMqStack(runId: string, seed: number, s: ScenarioP
     const t0 = Date.now();
     const elapsed = () => Date.now() - t0;
     const schedule = buildSchedule(rng.fork('faults'), { ratesPerMinute: s.faultsPerMinute, fromMs: 2000, untilMs: Math.max(3000, s.publishMs - 2000), durationMs: s.outageMs });
-    const targets = { pool, redis, ledger, runId, startedAt: t0, closeConnections: (id: string) => closeConnectionsNamed(`chaos-${runId}-${id}`) };
+    const targets = { pool, store, ledger, runId, startedAt: t0, closeConnections: (id: string) => closeConnectionsNamed(`chaos-${runId}-${id}`) };
     const faults = (async () => {
       for (const f of schedule) {
         const wait = f.atMs - elapsed();
@@ -124,8 +125,8 @@ export async function runRabbitMqStack(runId: string, seed: number, s: ScenarioP
   for (const q of [queue, `${queue}.dlq`, ...DELAY_TIERS_MS.map((t) => `${queue}.delay.${t}ms`)]) await channel.deleteQueue(q).catch(() => undefined);
   await channel.deleteExchange(`${queue}.dlx`).catch(() => undefined);
   await connection.close().catch(() => undefined);
+  await store.destroy();
   await ledger.end();
-  await redis.destroy();
   return {
     published: plan.length,
     uniqueKeys: plan.filter((m) => !m.duplicate).map((m) => m.key),

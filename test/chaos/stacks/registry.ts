@@ -1,0 +1,45 @@
+/**
+ * The stacks the harness knows, one line each: which broker, which claim store, and whether its
+ * verdict is strict in every scenario. `--stack all` runs them in this order. A new stack (a
+ * variant of a broker and a store) is one more line here, plus its fault rates in profiles.ts
+ * when they differ.
+ */
+
+/** Where messages come from. */
+export type BrokerKind = 'memory' | 'rabbitmq' | 'kafka';
+
+/**
+ * Where claims live, and how the effect relates to them:
+ * - `memory`: InMemoryClaimer in the memory host;
+ * - `redis`: RedisClaimer on a private redis-server; the effect is a separate INSERT;
+ * - `postgres`: PostgresClaimer in transactional mode (the inbox) on the ledger's PostgreSQL; the
+ *   effect INSERT goes through `ctx.transaction`, so it commits with the claim or not at all.
+ */
+export type StoreKind = 'memory' | 'redis' | 'postgres';
+
+export interface StackSpec {
+  readonly name: string;
+  readonly broker: BrokerKind;
+  readonly store: StoreKind;
+  /**
+   * Any duplicated effect fails every scenario of this stack, the `full` one included: no window
+   * may explain a repeat (the PostgreSQL inbox closes all three).
+   */
+  readonly strictVerdict: boolean;
+}
+
+export const STACK_SPECS = [
+  { name: 'memory', broker: 'memory', store: 'memory', strictVerdict: false },
+  { name: 'rabbitmq-redis', broker: 'rabbitmq', store: 'redis', strictVerdict: false },
+  { name: 'kafka-redis', broker: 'kafka', store: 'redis', strictVerdict: false },
+  { name: 'rabbitmq-postgres', broker: 'rabbitmq', store: 'postgres', strictVerdict: true },
+  { name: 'kafka-postgres', broker: 'kafka', store: 'postgres', strictVerdict: true },
+] as const satisfies readonly StackSpec[];
+
+export type StackName = (typeof STACK_SPECS)[number]['name'];
+export const STACKS: readonly StackName[] = STACK_SPECS.map((s) => s.name);
+
+/** The spec of a stack by name. */
+export function stackSpec(name: StackName): StackSpec {
+  return STACK_SPECS.find((s) => s.name === name)!;
+}
