@@ -153,6 +153,13 @@ export interface Claimer {
   /** Reported by the implementation itself; startup validation relies on it. */
   readonly kind: ClaimerKind;
   /**
+   * Optional: true when every acquired receipt carries a transaction the handler's effect must go
+   * through ({@link Receipt.transaction}; the PostgreSQL claimer in `transactional` mode). The
+   * consumer then refuses `failOpen: true` at construction with a `ConfigurationError`: an
+   * unguarded run has no claim, so it would have no transaction either.
+   */
+  readonly transactional?: boolean;
+  /**
    * Claims `key`.
    * @throws InvalidKeyError for an empty, non-string or too long key
    * @throws ConfigurationError for invalid TTLs

@@ -60,6 +60,8 @@ import { claimInTransaction } from './transaction-lease';
 export class PostgresClaimer implements Claimer {
   /** Claims live in PostgreSQL, shared by every replica. */
   readonly kind = 'distributed' as const;
+  /** True in transactional mode: the consumer then refuses `failOpen` (see {@link Claimer.transactional}). */
+  readonly transactional: boolean;
   /** Claims many keys in one round trip (standalone mode only; undefined in transactional mode). */
   readonly claimMany?: (requests: readonly ClaimRequest[]) => Promise<ClaimManyEntry[]>;
 
@@ -79,6 +81,7 @@ export class PostgresClaimer implements Claimer {
     this.pool = dependencies.pool;
     this.logger = dependencies.logger ?? consoleLogger;
     this.clock = dependencies.clock ?? monotonicClock;
+    this.transactional = this.options.mode === 'transactional';
     if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
   }
 
