@@ -1,0 +1,127 @@
+/**
+ * Kafka batch mode of the transactional inbox (`transactionBatch: 'per-chunk'`) on real Kafka +
+ * PostgreSQL: the records of a chunk of one partition share one transaction, so a chunk costs one
+ * COMMIT; a failing record rolls the chunk back and the chunk's records run again one by one, so
+ * every effect written through `ctx.transaction` still lands exactly once.
+ *
+ * COMMITs are counted from the statements the claimer sends on its pool clients (every client is
+ * observed from its first checkout), not estimated.
+ */
+import type { PoolClient } from 'pg';
+import { ack, PermanentError } from '../../../src';
+import { PostgresClaimer } from '../../../adapters/postgres';
+import type { KafkaSource } from '../../../adapters/kafka';
+import { describeWithServices } from '../../support/services';
+import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique, waitFor } from '../kafka/support/kafka-helpers';
+import { InboxConsumer, type InboxFixture, inboxFixture, type InboxHandler, ledgerHandler, writeLedger } from './support/inbox-fixture';
+
+/** Counts the COMMIT statements sent on every client of `f.pool` (a simple query may hold several statements). */
+function countCommits(f: InboxFixture): { commits: number } {
+  const counter = { commits: 0 };
+  const observed = new WeakSet<PoolClient>();
+  f.pool.on('acquire', (client: PoolClient) => {
+    if (observed.has(client)) return;
+    observed.add(client);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const first = args[0];
+      const text = typeof first === 'string' ? first : ((first as { text?: string } | undefined)?.text ?? '');
+      counter.commits += (text.match(/(^|;)\s*COMMIT\s*(;|$)/g) ?? []).length;
+      return query(...args);
+    };
+  });
+  return counter;
+}
+
+describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mode (per-chunk transactions)', () => {
+  const kafka = makeKafka('twophase-pg-chunk');
+  const topics = new TopicFixture(kafka);
+  let f: InboxFixture;
+  const consumers: InboxConsumer[] = [];
+  beforeEach(async () => {
+    f = await inboxFixture('kchunk');
+  });
+  afterEach(async () => {
+    await Promise.all(consumers.splice(0).map((c) => c.stop()));
+    await f.cleanup();
+  });
+  afterAll(() => topics.destroy());
+
+  function consumer(topic: string, groupId: string, handler: InboxHandler, transactionBatch: 'per-record' | 'per-chunk'): { consumer: InboxConsumer; source: KafkaSource } {
+    const source = fastSource(kafka, { topics: [topic], groupId, claimBatchSize: transactionBatch === 'per-chunk' ? 16 : 1, preclaimMaxAgeMs: 20_000 });
+    const c = new InboxConsumer(
+      {
+        name: groupId,
+        claimer: new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional', transactionBatch }),
+        source,
+        concurrency: 4,
+        leaseTtlMs: 30_000,
+        maxAttempts: 3,
+        busyRequeueDelayMs: 50,
+        retryBackoff: { initialDelayMs: 50, maxDelayMs: 200, jitter: 0 },
+      },
+      handler,
+    );
+    consumers.push(c);
+    return { consumer: c, source };
+  }
+
+  async function produce(label: string, count: number): Promise<string> {
+    const topic = await topics.create(label, 1);
+    const { producer, close } = await keyedProducer(kafka);
+    await producer.send(topic, messages('pay', count));
+    await close();
+    return topic;
+  }
+
+  test('one partition, 60 records: each booked once, with far fewer COMMITs than records (one per chunk); per-record mode commits once per record', async () => {
+    const count = 60;
+    const counted = countCommits(f);
+    const chunked = await produce('pg-chunk', count);
+    const group = unique('pg-chunk-group');
+    const { consumer: c, source } = consumer(chunked, group, ledgerHandler(f.ledger), 'per-chunk');
+    await c.start();
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group, chunked)), 'every key booked and every offset committed', 90_000);
+    await c.stop();
+    const chunkCommits = counted.commits;
+    expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
+    expect(source.stats.chunkRollbacks).toBe(0);
+    // Chunks grow 1, 2, 4, 8, 16 records (claimBatchSize 16): at most 9 chunks for 60 records.
+    expect(chunkCommits).toBeGreaterThan(0);
+    expect(chunkCommits).toBeLessThanOrEqual(12);
+
+    // The same records, per record: one transaction (and COMMIT) per record, plus the attempt count's own.
+    await f.pool.query(`TRUNCATE ${f.ledger}`);
+    counted.commits = 0;
+    const perRecord = await produce('pg-chunk-per-record', count);
+    const group2 = unique('pg-chunk-per-record-group');
+    await consumer(perRecord, group2, ledgerHandler(f.ledger), 'per-record').consumer.start();
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group2, perRecord)), 'every key booked (per record)', 90_000);
+    expect(counted.commits).toBeGreaterThanOrEqual(count);
+  }, 180_000);
+
+  test('a record that fails once and a poison record in a chunk: the chunk rolls back, its records run again one by one; every other key booked once, the poison one never', async () => {
+    const count = 40;
+    const topic = await produce('pg-chunk-fail', count);
+    const group = unique('pg-chunk-fail-group');
+    const runs = new Map<string, number>();
+    const handler: InboxHandler = async (m, ctx) => {
+      await writeLedger(ctx.transaction, f.ledger, m.key);
+      runs.set(m.key, (runs.get(m.key) ?? 0) + 1);
+      if (m.key.endsWith(':pay-20') && ctx.attempt < 2) throw new Error('flaky once');
+      if (m.key.endsWith(':pay-33')) throw new PermanentError('poison');
+      return ack({ booked: m.key });
+    };
+    const { consumer: c, source } = consumer(topic, group, handler, 'per-chunk');
+    await c.start();
+    await waitFor(async () => (await topics.fullyCommitted(group, topic)) && (await f.counts()).size === count - 1, 'every offset committed, every good key booked', 90_000);
+    const counts = await f.counts();
+    expect([...counts.keys()].filter((k) => k.endsWith(':pay-33'))).toEqual([]);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    expect(source.stats.chunkRollbacks).toBeGreaterThanOrEqual(2);
+    expect(source.stats.deadLettered).toBe(1);
+    // Records rolled back with a failing neighbour ran again (their first run left nothing).
+    expect([...runs.values()].some((n) => n > 1)).toBe(true);
+    expect([...runs.entries()].find(([k]) => k.endsWith(':pay-20'))?.[1]).toBe(2);
+  }, 120_000);
+});
