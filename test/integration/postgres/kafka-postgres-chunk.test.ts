@@ -122,6 +122,37 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     expect(source.stats.chunkRollbacks).toBeGreaterThanOrEqual(1);
   }, 120_000);
 
+  test('graceful stop while a chunk is open: the chunk rolls back, its offsets stay uncommitted; the next consumer books every key once', async () => {
+    const count = 40;
+    const topic = await produce('pg-chunk-stop', count);
+    const group = unique('pg-chunk-stop-group');
+    let release: (() => void) | undefined;
+    const reached = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slow: InboxHandler = async (m, ctx) => {
+      await writeLedger(ctx.transaction, f.ledger, m.key);
+      if (m.key.endsWith(':pay-10')) {
+        release!();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      return ack({ booked: m.key });
+    };
+    const first = consumer(topic, group, slow, 'per-chunk');
+    await first.consumer.start();
+    await reached;
+    await first.consumer.stop();
+    const afterStop = await f.counts();
+    // pay-9 and pay-10 shared the open chunk (chunks of 1, 2, 4, 8 records: pay-7 … pay-14): the
+    // stopped consumer applied neither; the records before the chunk were committed.
+    expect([...afterStop.keys()].filter((k) => /:pay-(9|10)$/.test(k))).toEqual([]);
+    expect(afterStop.size).toBeGreaterThan(0);
+    const second = consumer(topic, group, ledgerHandler(f.ledger), 'per-chunk');
+    await second.consumer.start();
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group, topic)), 'every key booked and every offset committed', 90_000);
+    expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
+  }, 120_000);
+
   test('a record that fails once and a poison record in a chunk: the chunk rolls back, its records run again one by one; every other key booked once, the poison one never', async () => {
     const count = 40;
     const topic = await produce('pg-chunk-fail', count);
