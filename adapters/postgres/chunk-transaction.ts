@@ -52,7 +52,17 @@ export class ChunkTransaction implements SharedTransaction {
     this.outcome = new Promise((resolve) => {
       this.resolveOutcome = resolve;
     });
+    borrowed.client.on('error', this.onSessionError);
   }
+
+  /**
+   * The session died (terminated, `idle_in_transaction_session_timeout`, a lost connection):
+   * PostgreSQL rolled the chunk back. End it now, so commits waiting for it fail at once and the
+   * client leaves the pool, instead of waiting for a member's next operation.
+   */
+  private readonly onSessionError = (): void => {
+    void this.rollback("the chunk's PostgreSQL session ended");
+  };
 
   /** {@inheritDoc SharedTransaction.adopt} */
   adopt(): void {
@@ -156,6 +166,7 @@ export class ChunkTransaction implements SharedTransaction {
   }
 
   private finish(state: 'committed' | 'rolled_back'): boolean {
+    this.borrowed.client.off('error', this.onSessionError);
     this.state = state;
     for (const member of this.members) member.finished = true;
     const committed = state === 'committed';
