@@ -102,6 +102,13 @@ export interface Receipt {
    */
   readonly transaction?: unknown;
   /**
+   * Optional: set when this receipt's transaction is shared with other receipts of the same
+   * `claimMany` call (the PostgreSQL claimer's `transactionBatch: 'per-chunk'`): the shared
+   * transaction COMMITs once every member receipt committed, and rolls back, for every member,
+   * as soon as one member is released or the transaction fails. Undefined otherwise.
+   */
+  readonly sharedTransaction?: SharedTransaction;
+  /**
    * Marks the key done for `doneTtlMs`, storing `result` (JSON, at most the claimer's
    * `maxResultBytes`, default 4096 bytes UTF-8).
    * @throws ResultTooLargeError before anything is written when the result is too large
@@ -131,6 +138,29 @@ export interface Receipt {
   extend(ttlMs: number): Promise<void>;
 }
 
+/**
+ * A transaction shared by the receipts of one batch claim (see {@link Receipt.sharedTransaction}).
+ *
+ * By default `commit()` of a member resolves only once the shared transaction committed (or
+ * rejects once it rolled back), so it waits for the other members' handlers: a source that runs a
+ * batch's handlers one after the other must {@link SharedTransaction.adopt | adopt} it instead.
+ */
+export interface SharedTransaction {
+  /**
+   * Called by a source that waits for {@link SharedTransaction.outcome} itself before it
+   * acknowledges any member to its broker (the Kafka source). From then on, `commit()` of a
+   * member that is not the last to settle resolves once its completion is recorded in the shared
+   * transaction — not yet durable — so the next member's handler can run. Safe to repeat.
+   */
+  adopt(): void;
+  /**
+   * Resolves true once the shared transaction committed (every member's effect and completion
+   * are durable), false once it rolled back (a member was released, COMMIT failed, or the
+   * session ended). Never rejects.
+   */
+  readonly outcome: Promise<boolean>;
+}
+
 /** Options of {@link Receipt.release}. */
 export interface ReleaseOptions {
   /** Forget the key's attempt count, so its next acquisition is attempt 1. Default false. */
@@ -152,6 +182,13 @@ export type ClaimManyEntry =
 export interface Claimer {
   /** Reported by the implementation itself; startup validation relies on it. */
   readonly kind: ClaimerKind;
+  /**
+   * Optional: true when every acquired receipt carries a transaction the handler's effect must go
+   * through ({@link Receipt.transaction}; the PostgreSQL claimer in `transactional` mode). The
+   * consumer then refuses `failOpen: true` at construction with a `ConfigurationError`: an
+   * unguarded run has no claim, so it would have no transaction either.
+   */
+  readonly transactional?: boolean;
   /**
    * Claims `key`.
    * @throws InvalidKeyError for an empty, non-string or too long key

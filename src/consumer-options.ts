@@ -60,6 +60,7 @@ export interface ConsumerOptions {
    * Run the handler WITHOUT a claim when the claim store stays unavailable. Default false: the
    * handler never runs unguarded. Turning it on trades duplicates for availability and logs a
    * warning at construction and on every unguarded run (rate-limited like every per-message failure line).
+   * Refused (`ConfigurationError`) with a transactional claimer ({@link Claimer.transactional}).
    */
   readonly failOpen?: boolean;
   /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
@@ -171,6 +172,9 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   checkBackoff('claimBackoff', resolved.claimBackoff);
   if (typeof resolved.keepAlive !== 'boolean') throw new ConfigurationError('keepAlive must be a boolean');
   if (typeof resolved.failOpen !== 'boolean') throw new ConfigurationError('failOpen must be a boolean');
+  if (resolved.failOpen && resolved.claimer.transactional === true) {
+    throw new ConfigurationError('failOpen cannot be used with a transactional claimer: an unguarded run has no claim and so no transaction for the handler\'s effect');
+  }
   const logger = resolved.logger as Partial<Logger> | null;
   if (!logger || typeof logger !== 'object' || (['debug', 'info', 'warn', 'error'] as const).some((m) => typeof logger[m] !== 'function')) {
     throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');

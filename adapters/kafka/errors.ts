@@ -5,7 +5,7 @@
 import { TwophaseError, type TwophaseErrorCode } from '../../src';
 
 /** Codes of the adapter's errors. */
-export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED';
+export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED' | 'CHUNK_ROLLED_BACK';
 
 /**
  * Base of the adapter's errors. The core's `TwophaseErrorCode` union does not list adapter codes;
@@ -44,5 +44,20 @@ export class PartitionRevokedError extends KafkaAdapterError {
     readonly offset: string,
   ) {
     super('PARTITION_REVOKED', `settle of ${topic}[${partition}]@${offset} skipped: this member no longer owns the partition`, { retriable: true });
+  }
+}
+
+/**
+ * The ack of a record whose claim shares a chunk's transaction (see `SharedTransaction`) was not
+ * made: the chunk's transaction rolled back, so the record's effect was not applied. Its offset
+ * does not move; the worker runs the record again, in its own transaction.
+ */
+export class ChunkRolledBackError extends KafkaAdapterError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly offset: string,
+  ) {
+    super('CHUNK_ROLLED_BACK', `ack of ${topic}[${partition}]@${offset} not made: the transaction its chunk shared rolled back; the record runs again`, { retriable: true });
   }
 }

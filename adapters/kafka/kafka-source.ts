@@ -72,6 +72,12 @@ export interface KafkaSourceStats {
   preclaimReleased: number;
   /** Requeues handled in place (pause, wait, dispatch again). */
   requeuedInPlace: number;
+  /**
+   * Chunks whose shared transaction rolled back (a transactional claimer with per-chunk
+   * transactions, e.g. PostgresClaimer `transactionBatch: 'per-chunk'`); their unacknowledged
+   * records ran again one by one.
+   */
+  chunkRollbacks: number;
   /** Successful offset commits, and failed ones (rebalance, unknown member, broker errors). */
   commits: number;
   commitFailures: number;
@@ -128,6 +134,7 @@ export class KafkaSource implements MessageSource {
     preclaimed: 0,
     preclaimReleased: 0,
     requeuedInPlace: 0,
+    chunkRollbacks: 0,
     commits: 0,
     commitFailures: 0,
     groupJoins: 0,

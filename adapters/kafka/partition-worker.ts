@@ -16,6 +16,16 @@
  * partition does not wait one claim-store round trip per record. Handlers still run one at a time
  * in offset order; only the commit confirmations overlap (at most MAX_PIPELINED per partition),
  * and they may end out of order, which is why settling tracks the contiguous prefix.
+ *
+ * Chunks sharing one transaction (a transactional claimer whose `claimMany` gives receipts a
+ * `sharedTransaction`, e.g. PostgresClaimer `transactionBatch: 'per-chunk'`): the worker adopts
+ * the chunk's transaction, so a member's commit resolves once recorded and its handler slot frees;
+ * the member's ack then waits for the chunk's COMMIT (RecordSettler.ack) while the worker wakes
+ * early and runs the next member — the COMMIT needs every member, so waiting for each member's
+ * ack in turn would deadlock. No record after the chunk is dispatched before the chunk ended
+ * (endChunk). When it rolled back (a member failed, was rejected or dropped, or COMMIT failed),
+ * its members not settled yet run again from the first, one by one, each claimed on its own
+ * (its own transaction), so a poison record cannot block the chunk forever.
  */
 import { performance } from 'node:perf_hooks';
 import {
@@ -27,6 +37,7 @@ import {
   type RequeueCause,
   type RequeueInfo,
   type Settler,
+  type SharedTransaction,
 } from '../../src';
 import {
   backoffDelay,
@@ -36,6 +47,7 @@ import {
   type Semaphore,
 } from '../../src/adapter-kit';
 import type { KafkaRecord } from './client';
+import { ChunkRolledBackError } from './errors';
 import { messageIdOf } from './headers';
 
 /** Why a worker stopped. `revoked`: a new group generation began (the partition may or may not stay ours). */
@@ -59,7 +71,7 @@ export interface WorkerHost {
   dispatchStarted(): void;
   dispatchEnded(): void;
   /** Counters. */
-  count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace'): void;
+  count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace' | 'chunkRollbacks'): void;
 }
 
 /** How the pipeline settled one dispatch, recorded by the delivery's settler. */
@@ -74,6 +86,8 @@ type Settlement =
  */
 class RecordSettler implements Settler {
   settlement: Settlement | undefined;
+  /** Set when the record's claim shares its chunk's transaction: the ack waits for its COMMIT. */
+  shared: SharedTransaction | undefined;
   private wake: ((result: DeliveryResult | undefined) => void) | undefined;
   private early = false;
 
@@ -84,8 +98,18 @@ class RecordSettler implements Settler {
   ) {}
 
   ack(): Promise<void> {
-    this.settlement = ACK;
-    return RESOLVED;
+    const shared = this.shared;
+    if (!shared) {
+      this.settlement = ACK;
+      return RESOLVED;
+    }
+    // The effect is durable only with the chunk's COMMIT, which waits for the later members:
+    // let the worker run them now, and count the ack made only once the chunk committed.
+    this.handled();
+    return shared.outcome.then((committed) => {
+      if (!committed) throw new ChunkRolledBackError(this.worker.topic, this.worker.partition, this.record.offset);
+      this.settlement = ACK;
+    });
   }
 
   requeue(delayMs: number, info: RequeueInfo): Promise<void> {
@@ -132,6 +156,10 @@ interface QueuedRecord {
   prepared?: Prepared;
   /** True once acked or dead-lettered (possibly before an earlier record's commit ended). */
   settled?: boolean;
+  /** The shared transaction of the chunk whose member this record's claim is, until the chunk ended. */
+  chunk?: SharedTransaction;
+  /** Dispatched without a claim made ahead: a member of a chunk that rolled back runs on its own. */
+  single?: boolean;
 }
 
 /** True when decimal offset `a` is above `b` (Kafka offsets: non-negative, no leading zeros). */
@@ -182,6 +210,10 @@ export class PartitionWorker {
   private dispatchMs: number | undefined;
   private lastChunk = 1;
   private unavailableStreak = 0;
+  /** The shared transaction of the chunk being dispatched, until it ended (endChunk). */
+  private chunk: SharedTransaction | undefined;
+  /** Set when that chunk's transaction rolled back while no dispatch of it was running. */
+  private chunkRolledBack = false;
 
   constructor(
     private readonly host: WorkerHost,
@@ -294,6 +326,9 @@ export class PartitionWorker {
   private async next(): Promise<QueuedRecord | undefined> {
     for (;;) {
       if (this.stopped) return undefined;
+      // A chunk rolled back after its last member was dispatched: run its records again first.
+      if (this.chunk && this.chunkRolledBack) await this.endChunk(0);
+      if (this.stopped) return undefined;
       if (this.cursor < this.queue.length) return this.queue[this.cursor];
       await new Promise<void>((resolve) => {
         this.wake = resolve;
@@ -302,12 +337,25 @@ export class PartitionWorker {
   }
 
   private async process(item: QueuedRecord): Promise<void> {
+    if (item.settled) {
+      // dead-lettered or acked on an earlier pass (a chunk rolled back and the cursor moved back)
+      this.cursor++;
+      this.advanceHead();
+      return;
+    }
+    // Nothing after a chunk runs before the chunk ended; a rolled-back chunk moves the cursor back.
+    if (this.chunk && !item.prepared && (await this.endChunk(0))) return;
     let retries = 0;
     for (let dispatchNo = 0; ; dispatchNo++) {
       if (this.stopped) return;
-      if (dispatchNo === 0 && !item.prepared) await this.preclaim();
+      if (dispatchNo === 0 && !item.prepared && !item.single) await this.preclaim();
       if (this.stopped) return;
       const prepared = this.takePrepared(item);
+      if (item.chunk !== undefined && !prepared) {
+        // A chunk member whose claim grew too old was released: that rolled the chunk back.
+        await this.endChunk(0);
+        return;
+      }
       const settler = prepared?.settler ?? new RecordSettler(this, this.host, item.record);
       const delivery = prepared?.delivery ?? this.toDelivery(item.record, settler, dispatchNo > 0, retries);
       if (!this.host.slots.tryAcquire()) await this.host.slots.acquire();
@@ -342,11 +390,23 @@ export class PartitionWorker {
       if (pipelined) {
         this.cursor++;
         this.unavailableStreak = 0;
-        if (this.pipelined >= MAX_PIPELINED) await this.pipelineDrained();
+        // Members of an open chunk end only with its COMMIT, which needs the next members.
+        if (this.pipelined >= MAX_PIPELINED && !this.chunk) await this.pipelineDrained();
         return;
       }
       if (result === undefined) return; // not reached: until() resolved early without handled()
       const settlement = settler.settlement;
+      if (item.chunk !== undefined && item.chunk === this.chunk) {
+        // A member that did not ack: it was released (failed, rejected, shut down) or its commit
+        // failed, so the whole chunk rolled back. Keep a dead letter; run the rest again.
+        if (settlement?.kind === 'reject') {
+          this.cursor++;
+          this.settled(item);
+        }
+        if (this.stopped || (settlement?.kind === 'requeue' && settlement.cause === 'shutdown')) return;
+        await this.endChunk(settlement?.kind === 'requeue' ? settlement.delayMs : settlement === undefined ? UNSETTLED_RETRY_MS : 0);
+        return;
+      }
       if (settlement === undefined) {
         // The settle failed: a dead letter not written before the partition was revoked or the
         // shutdown deadline passed. The record stays unsettled (its offset is not committed).
@@ -365,6 +425,9 @@ export class PartitionWorker {
       if (settlement.cause === 'busy' && this.pipelined > 0) {
         // Most likely held by this very worker: an earlier record with the same key whose commit
         // is still in flight. Wait for those commits, then claim again at once (it is done now).
+        // An open chunk holding the key commits only after its later members ran: end it first
+        // (rolled back, its records run again one by one from the first).
+        if (this.chunk && (await this.endChunk(0))) return;
         while (this.pipelined > 0) await this.pipelineDrained();
         if (this.stopped) return;
         this.host.count('requeuedInPlace');
@@ -391,6 +454,8 @@ export class PartitionWorker {
       this.host.dispatchEnded();
       if (error === undefined && settler.settlement === ACK) {
         this.settled(item);
+      } else if (item.chunk !== undefined) {
+        // Its chunk's transaction rolled back: the record stays unsettled and runs again (endChunk).
       } else {
         // Not reachable through ConsumerBase (a handled delivery always ends in an ack). Later
         // records already ran, so this one cannot be dispatched again in order: leave it
@@ -430,7 +495,7 @@ export class PartitionWorker {
     const items: QueuedRecord[] = [];
     for (let i = this.cursor; i < this.queue.length && items.length < size; i++) {
       const item = this.queue[i]!;
-      if (item.prepared) break;
+      if (item.prepared || item.single) break;
       items.push(item);
     }
     if (items.length === 0) return;
@@ -450,10 +515,72 @@ export class PartitionWorker {
         // the busy delay.
         else if (claim.result.state === 'busy' && acquiredKeys.has(claim.key)) claim = { kind: 'skipped' };
       }
+      const shared = claim.kind === 'claimed' && claim.result.state === 'acquired' ? claim.result.receipt.sharedTransaction : undefined;
+      if (shared) this.joinChunk(item, settlers[i]!, shared);
       item.prepared = { claim, delivery: deliveries[i]!, settler: settlers[i]!, at };
       this.host.count('preclaimed');
     });
     if (this.stopped) for (const item of items) this.dropPrepared(item, this.stopReason !== 'crashed');
+  }
+
+  /** Makes `item` a member of the chunk sharing `shared`, and adopts that transaction. */
+  private joinChunk(item: QueuedRecord, settler: RecordSettler, shared: SharedTransaction): void {
+    if (this.chunk !== shared) {
+      this.chunk = shared;
+      this.chunkRolledBack = false;
+      shared.adopt();
+      void shared.outcome.then((committed) => {
+        if (committed || this.chunk !== shared) return;
+        this.chunkRolledBack = true;
+        const wake = this.wake;
+        this.wake = undefined;
+        wake?.();
+      });
+    }
+    item.chunk = shared;
+    settler.shared = shared;
+  }
+
+  /**
+   * Ends the open chunk: releases the claims of members not dispatched yet (which rolls the chunk
+   * back if it is still open), waits for its outcome and its members' acks. Committed: nothing
+   * more. Rolled back: every member not settled yet is made to run again on its own, from the
+   * first (the cursor moves back to it), after `delayMs`. Returns true when the caller must
+   * return to the run loop (the cursor moved, or time passed).
+   */
+  private async endChunk(delayMs: number): Promise<boolean> {
+    const chunk = this.chunk;
+    if (!chunk) return false;
+    for (let i = this.cursor; i < this.queue.length; i++) {
+      const item = this.queue[i]!;
+      if (item.chunk === chunk) this.dropPrepared(item, true);
+    }
+    const committed = await chunk.outcome;
+    while (this.pipelined > 0) await this.pipelineDrained();
+    if (this.chunk === chunk) {
+      this.chunk = undefined;
+      this.chunkRolledBack = false;
+    }
+    let first: number | undefined;
+    for (let i = this.head; i < this.queue.length; i++) {
+      const item = this.queue[i]!;
+      if (item.chunk !== chunk) continue;
+      item.chunk = undefined;
+      if (committed || item.settled) continue;
+      item.single = true;
+      this.dropPrepared(item, true);
+      first ??= i;
+    }
+    if (committed) return false;
+    this.host.count('chunkRollbacks');
+    this.host.logger.warn(
+      { topic: this.topic, partition: this.partition, offset: first === undefined ? undefined : this.queue[first]!.record.offset },
+      'twophase/kafka: the transaction a chunk of records shared rolled back; its unacknowledged records run again one by one',
+    );
+    const moved = first !== undefined && first < this.cursor;
+    if (moved) this.cursor = first!;
+    await this.waitInPlace(delayMs);
+    return true;
   }
 
   /**
@@ -506,6 +633,11 @@ export class PartitionWorker {
   private settled(item: QueuedRecord): void {
     item.settled = true;
     this.host.count('settled');
+    this.advanceHead();
+  }
+
+  /** Moves the contiguous settled prefix as far as it reaches. */
+  private advanceHead(): void {
     const queue = this.queue;
     while (this.head < this.cursor && queue[this.head]!.settled) {
       const first = queue[this.head++]!;

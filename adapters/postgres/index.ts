@@ -17,6 +17,7 @@ export {
   type PostgresClaimerDependencies,
   type PostgresClaimerLogger,
   type PostgresClaimerMode,
+  type TransactionBatch,
   type PostgresClaimerOptions,
   type ResolvedPostgresClaimerOptions,
 } from './options';

@@ -37,12 +37,24 @@ export interface PostgresClaimerDependencies {
  */
 export type PostgresClaimerMode = 'standalone' | 'transactional';
 
+/**
+ * How the transactional mode groups claims into transactions (docs/postgres.md, "Kafka batch mode").
+ * - `per-record` (default): one transaction per delivery; `claimMany` is not offered.
+ * - `per-chunk`: `claimMany` (the Kafka source's claim of a chunk of one partition's records)
+ *   opens ONE transaction for the chunk's keys: one COMMIT per chunk. Trade-off: one failing
+ *   record rolls back the whole chunk, whose other records then run again one by one, each in its
+ *   own transaction. For `KafkaSource`; other sources should keep `per-record`.
+ */
+export type TransactionBatch = 'per-record' | 'per-chunk';
+
 /** Options of `PostgresClaimer`. */
 export interface PostgresClaimerOptions {
   /** Schema holding the inbox tables (as migrated). Default `twophase`. */
   readonly schema?: string;
   /** Default `standalone`. */
   readonly mode?: PostgresClaimerMode;
+  /** Transactional mode only: `per-record` (default) or `per-chunk` (see {@link TransactionBatch}). */
+  readonly transactionBatch?: TransactionBatch;
   /**
    * Claims go to the tenant inbox (`twophase_tenant_inbox`, migration 2) with the tenant this
    * function returns for the claim's key; a tenant the tenants table does not hold is refused by
@@ -78,6 +90,7 @@ export interface ResolvedPostgresClaimerOptions {
   /** Quoted schema. */
   readonly schema: string;
   readonly mode: PostgresClaimerMode;
+  readonly transactionBatch: TransactionBatch;
   readonly tenantOf: ((key: string) => string) | undefined;
   readonly keepKeyText: boolean;
   readonly operationTimeoutMs: number;
@@ -89,13 +102,14 @@ export interface ResolvedPostgresClaimerOptions {
 export const POSTGRES_CLAIMER_DEFAULTS: Readonly<Required<Omit<PostgresClaimerOptions, 'tenantOf'>>> = {
   schema: DEFAULT_SCHEMA,
   mode: 'standalone',
+  transactionBatch: 'per-record',
   keepKeyText: false,
   operationTimeoutMs: 2000,
   readyTimeoutMs: 10_000,
   maxResultBytes: 4000,
 };
 
-const KNOWN = new Set(['schema', 'mode', 'tenantOf', 'keepKeyText', 'operationTimeoutMs', 'readyTimeoutMs', 'maxResultBytes']);
+const KNOWN = new Set(['schema', 'mode', 'transactionBatch', 'tenantOf', 'keepKeyText', 'operationTimeoutMs', 'readyTimeoutMs', 'maxResultBytes']);
 
 /**
  * Merges `options` over the defaults into a new object and validates every field.
@@ -110,6 +124,13 @@ export function resolveOptions(options: PostgresClaimerOptions = {}): ResolvedPo
   if (mode !== 'standalone' && mode !== 'transactional') {
     throw new ConfigurationError(`mode must be "standalone" or "transactional", got ${JSON.stringify(mode)}`);
   }
+  const transactionBatch = options.transactionBatch ?? POSTGRES_CLAIMER_DEFAULTS.transactionBatch;
+  if (transactionBatch !== 'per-record' && transactionBatch !== 'per-chunk') {
+    throw new ConfigurationError(`transactionBatch must be "per-record" or "per-chunk", got ${JSON.stringify(transactionBatch)}`);
+  }
+  if (transactionBatch === 'per-chunk' && mode !== 'transactional') {
+    throw new ConfigurationError('transactionBatch "per-chunk" needs mode "transactional" (standalone claims have no transaction to share)');
+  }
   if (options.tenantOf !== undefined && typeof options.tenantOf !== 'function') {
     throw new ConfigurationError(`tenantOf must be a function (key) => tenant, got ${typeof options.tenantOf}`);
   }
@@ -117,6 +138,7 @@ export function resolveOptions(options: PostgresClaimerOptions = {}): ResolvedPo
     schemaName,
     schema: quoteIdentifier('schema', schemaName),
     mode,
+    transactionBatch,
     tenantOf: options.tenantOf,
     keepKeyText: options.keepKeyText ?? POSTGRES_CLAIMER_DEFAULTS.keepKeyText,
     operationTimeoutMs: options.operationTimeoutMs ?? POSTGRES_CLAIMER_DEFAULTS.operationTimeoutMs,

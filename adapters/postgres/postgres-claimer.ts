@@ -33,6 +33,7 @@ import { conflictError, runWithin, storedResult } from './statement-runner';
 import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements/claim';
 import { StandaloneLease } from './standalone-lease';
 import { claimInTransaction } from './transaction-lease';
+import { claimChunk } from './chunk-claim';
 
 /**
  * A {@link Claimer} backed by PostgreSQL (kind `distributed`). Tables, statuses and the
@@ -49,8 +50,9 @@ import { claimInTransaction } from './transaction-lease';
  *
  * **Transactional mode**: see {@link claimInTransaction}. An acquired claim holds a pool client
  * with an open transaction until its receipt is committed (COMMIT) or released (ROLLBACK); the
- * consumer hands that transaction to the handler as `ctx.transaction`. `claimMany` is not offered
- * (it would open one transaction per record ahead of the handlers).
+ * consumer hands that transaction to the handler as `ctx.transaction`. `claimMany` is offered only
+ * with `transactionBatch: 'per-chunk'`: it claims a chunk of keys into ONE shared transaction
+ * (chunk-transaction.ts); per record it would open one transaction per record ahead of the handlers.
  *
  * **Outages.** Each operation has its own deadline (`operationTimeoutMs`, including the wait for
  * a pool client) and rejects with {@link ClaimerUnavailableError} past it or on any connection
@@ -60,7 +62,12 @@ import { claimInTransaction } from './transaction-lease';
 export class PostgresClaimer implements Claimer {
   /** Claims live in PostgreSQL, shared by every replica. */
   readonly kind = 'distributed' as const;
-  /** Claims many keys in one round trip (standalone mode only; undefined in transactional mode). */
+  /** True in transactional mode: the consumer then refuses `failOpen` (see {@link Claimer.transactional}). */
+  readonly transactional: boolean;
+  /**
+   * Claims many keys in one round trip (standalone mode), or into one shared transaction in two
+   * round trips (transactional mode with `transactionBatch: 'per-chunk'`); undefined otherwise.
+   */
   readonly claimMany?: (requests: readonly ClaimRequest[]) => Promise<ClaimManyEntry[]>;
 
   /** @internal */ readonly pool: Pool;
@@ -79,7 +86,9 @@ export class PostgresClaimer implements Claimer {
     this.pool = dependencies.pool;
     this.logger = dependencies.logger ?? consoleLogger;
     this.clock = dependencies.clock ?? monotonicClock;
+    this.transactional = this.options.mode === 'transactional';
     if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
+    else if (this.options.transactionBatch === 'per-chunk') this.claimMany = (requests) => claimChunk(this, requests);
   }
 
   /** `standalone` or `transactional`. */

@@ -30,6 +30,7 @@ import {
   type ClaimResult,
   type JsonValue,
   KeyConflictError,
+  type SharedTransaction,
 } from '../../src';
 import {
   type LeaseIdentity,
@@ -57,9 +58,11 @@ import { outcomeJson } from './standalone-lease';
 export class TransactionReceipt extends LeaseReceipt {
   constructor(
     lease: LeaseIdentity,
-    private readonly tx: TransactionLease,
+    private readonly tx: LeaseOperations & { readonly handle: PoolClient },
     doneTtlMs: number,
     maxResultBytes: number,
+    /** The chunk's transaction when this receipt shares it (`transactionBatch: 'per-chunk'`). */
+    readonly sharedTransaction?: SharedTransaction,
   ) {
     super(lease, tx, doneTtlMs, maxResultBytes);
   }
@@ -231,7 +234,7 @@ export async function claimInTransaction(
 }
 
 /** The client the handler gets: refuses queries once the claim is settled, and refuses release. */
-function guardClient(client: PoolClient, lease: TransactionLease): PoolClient {
+export function guardClient(client: PoolClient, lease: { readonly finished: boolean }): PoolClient {
   return new Proxy(client, {
     get(target, property) {
       if (property === 'query') {

@@ -1,26 +1,34 @@
 /**
- * The PostgreSQL inbox benchmark (`npm run bench:postgres`), RabbitMQ, one run, side by side.
- * Each variant drains a pre-filled queue of `count` messages (unique keys) with prefetch 32 and
- * writes one ledger row per message:
+ * The PostgreSQL inbox benchmark (`npm run bench:postgres`): RabbitMQ and Kafka, one process run,
+ * variants interleaved `--runs` times, medians reported. Each variant drains `count` pre-filled
+ * messages (unique keys) and writes one ledger row per message:
  *
+ * RabbitMQ (prefetch 32, ConsumerBase concurrency 32):
  *   floor          raw amqplib + one INSERT of the effect in its own transaction (autocommit), then ack
  *   transactional  twophase + PostgresClaimer (mode transactional): claim + effect + complete + COMMIT, then ack
  *   redis          twophase + RedisClaimer + the same INSERT in its own transaction
+ * Kafka (one topic of KAFKA_PARTITIONS partitions, a fresh consumer group per run):
+ *   floor          raw kafkajs eachMessage (partitions consumed concurrently) + the INSERT in its own transaction
+ *   per-record     twophase KafkaSource + PostgresClaimer transactional, one transaction per record (claimBatchSize 1)
+ *   per-chunk      the same with `transactionBatch: 'per-chunk'` (claimBatchSize 64): one transaction per chunk
  *
  * Reports throughput (msg/s), this process's CPU per message (µs) and PostgreSQL commits per
- * second (`pg_stat_database.xact_commit` of the database, so other clients' commits count too on a
- * shared server). Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
+ * second (`pg_stat_database.xact_commit` of the database: other clients' commits count too on a
+ * shared server, and backends report their counts up to a second late, so short runs read low or
+ * high). Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--out file.json]
+ *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json]
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import amqp from 'amqplib';
 import Redis from 'ioredis';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { Pool, type PoolClient } from 'pg';
 import { ack, type Claimer, ConsumerBase, type Disposition, type HandlerContext, type Message, silentLogger } from '../../src';
 import { migrate, PostgresClaimer } from '../../adapters/postgres';
+import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
 import { AMQP_URL, BENCH_DELAY_TIERS_MS, declareQueue, deleteTopology, fill } from '../rabbitmq/broker';
@@ -28,7 +36,9 @@ import { AMQP_URL, BENCH_DELAY_TIERS_MS, declareQueue, deleteTopology, fill } fr
 const PREFETCH = 32;
 
 interface Row {
+  readonly broker: string;
   readonly variant: string;
+  readonly runs?: number;
   readonly messages: number;
   readonly msgPerSec: number;
   readonly cpuUsPerMsg: number;
@@ -37,6 +47,8 @@ interface Row {
 
 const countArg = process.argv.indexOf('--count');
 const COUNT = countArg >= 0 ? Number(process.argv[countArg + 1]) : 5000;
+const runsArg = process.argv.indexOf('--runs');
+const RUNS = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : 3;
 const outArg = process.argv.indexOf('--out');
 const OUT = outArg >= 0 ? process.argv[outArg + 1]! : join(__dirname, '..', 'results', 'postgres.json');
 
@@ -118,52 +130,163 @@ async function runTwophase(queue: string, claimer: Claimer, effect: (key: string
   return measured;
 }
 
+const KAFKA_PARTITIONS = 3;
+const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
+
+async function runKafkaFloor(kafka: Kafka, topic: string, pool: Pool, ledger: string): Promise<{ elapsedMs: number; cpuUs: number }> {
+  const consumer = kafka.consumer({ groupId: `twophase-bench-pg-floor-${process.pid}-${Date.now()}`, maxWaitTimeInMs: 100 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  let seen = 0;
+  let first = 0;
+  let cpu = process.cpuUsage();
+  const measured = await new Promise<{ elapsedMs: number; cpuUs: number }>((resolve) => {
+    void consumer.run({
+      partitionsConsumedConcurrently: KAFKA_PARTITIONS,
+      eachMessage: async ({ message }) => {
+        if (first === 0) {
+          first = performance.now();
+          cpu = process.cpuUsage();
+        }
+        await pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [String(message.headers?.['idempotency-key'])]);
+        if (++seen === COUNT) {
+          const d = process.cpuUsage(cpu);
+          resolve({ elapsedMs: performance.now() - first, cpuUs: d.user + d.system });
+        }
+      },
+    });
+  });
+  await consumer.disconnect();
+  return measured;
+}
+
+async function runKafkaTwophase(kafka: Kafka, topic: string, claimer: Claimer, claimBatchSize: number, effect: (key: string, tx: PoolClient | undefined) => Promise<unknown>): Promise<{ elapsedMs: number; cpuUs: number }> {
+  const source = new KafkaSource(
+    { kafka },
+    { topics: [topic], groupId: `twophase-bench-pg-${process.pid}-${Date.now()}`, fromBeginning: true, claimBatchSize, logger: silentLogger, consumer: { maxWaitTimeInMs: 100 } },
+  );
+  const consumer = new LedgerConsumer(
+    { name: 'bench', claimer, source, concurrency: KAFKA_PARTITIONS * 2, leaseTtlMs: 30_000, doneTtlMs: 600_000, logger: silentLogger, deployment: { replicas: 1 } },
+    effect,
+  );
+  await consumer.start();
+  await new Promise<void>((resolve) => {
+    const poll = setInterval(() => {
+      if (source.stats.settled >= COUNT) {
+        clearInterval(poll);
+        resolve();
+      }
+    }, 1);
+  });
+  const d = process.cpuUsage(consumer.cpu);
+  const measured = { elapsedMs: performance.now() - consumer.first, cpuUs: d.user + d.system };
+  const stats = source.stats;
+  if (stats.requeuedInPlace + stats.chunkRollbacks + stats.deadLettered > 0) throw new Error(`run not clean: ${JSON.stringify(stats)}`);
+  await consumer.stop();
+  return measured;
+}
+
+/** Median of each numeric field over the runs of one variant. */
+function medianRow(variant: string, broker: string, runs: readonly Row[]): Row {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return {
+    broker,
+    variant,
+    messages: COUNT,
+    runs: runs.length,
+    msgPerSec: median(runs.map((r) => r.msgPerSec)),
+    cpuUsPerMsg: median(runs.map((r) => r.cpuUsPerMsg)),
+    pgCommitsPerSec: median(runs.map((r) => r.pgCommitsPerSec)),
+  };
+}
+
 async function main(): Promise<void> {
   const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres', max: PREFETCH + 8 });
   const schema = `tp_bench_${process.pid}`;
   const ledger = `${schema}.ledger`;
   const redis = new Redis({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT ?? 6379), maxRetriesPerRequest: 1 });
   const admin = await amqp.connect(AMQP_URL);
-  const rows: Row[] = [];
+  const kafka = new Kafka({ clientId: 'twophase-bench-pg', brokers: BROKERS, logLevel: logLevel.NOTHING });
+  const kafkaAdmin = kafka.admin();
+  await kafkaAdmin.connect();
+  const topic = `twophase-bench-pg-${process.pid}`;
+  const samples = new Map<string, { broker: string; rows: Row[] }>();
   try {
     await migrate(pool, { schema });
     await pool.query(`CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, key text NOT NULL)`);
-    const variants: [string, () => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
-      ['floor (raw amqplib + INSERT, own transaction)', () => runFloor(queueName, pool, ledger)],
-      [
-        'twophase transactional (PostgresClaimer inbox)',
-        () => runTwophase(queueName, new PostgresClaimer({ pool }, { schema, mode: 'transactional' }), (key, tx) => tx!.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key])),
-      ],
-      [
-        'twophase + RedisClaimer + INSERT (own transaction)',
-        () => runTwophase(queueName, new RedisClaimer({ redis }, { prefix: `bench-pg-${process.pid}` }), (key) => pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key])),
-      ],
-    ];
-    let queueName = '';
-    for (const [variant, run] of variants) {
-      queueName = `twophase-bench-pg-${process.pid}-${rows.length}`;
-      await declareQueue(admin, queueName);
-      await fill(admin, queueName, COUNT, 64, `${queueName}`);
-      const before = await commits(pool);
-      const m = await run();
-      const after = await commits(pool);
-      await deleteTopology(admin, queueName);
-      const row = {
-        variant,
-        messages: COUNT,
-        msgPerSec: Math.round((COUNT / m.elapsedMs) * 1000),
-        cpuUsPerMsg: Math.round(m.cpuUs / COUNT),
-        pgCommitsPerSec: Math.round(((after - before) / m.elapsedMs) * 1000),
-      };
-      rows.push(row);
-      console.log(JSON.stringify(row));
+    await kafkaAdmin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: KAFKA_PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: 1 }] });
+    const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    for (let i = 0; i < COUNT; i += 500) {
+      const n = Math.min(500, COUNT - i);
+      await producer.send({ topic, messages: Array.from({ length: n }, (_, j) => ({ key: `k${i + j}`, value: JSON.stringify({ i: i + j }), headers: { 'idempotency-key': `k-${i + j}` } })) });
     }
-    const floor = rows[0]!.msgPerSec;
-    const report = { at: new Date().toISOString(), prefetch: PREFETCH, rows, ratios: { transactionalVsFloor: rows[1]!.msgPerSec / floor, redisVsFloor: rows[2]!.msgPerSec / floor } };
+    await producer.disconnect();
+    const transactional = (transactionBatch: 'per-record' | 'per-chunk') => new PostgresClaimer({ pool }, { schema, mode: 'transactional', transactionBatch });
+    const txInsert = (key: string, tx: PoolClient | undefined) => tx!.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key]);
+    const ownInsert = (key: string) => pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key]);
+    const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
+      ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction)', (queue) => runFloor(queue, pool, ledger)],
+      ['rabbitmq', 'twophase transactional (PostgresClaimer inbox)', (queue) => runTwophase(queue, transactional('per-record'), txInsert)],
+      ['rabbitmq', 'twophase + RedisClaimer + INSERT (own transaction)', (queue) => runTwophase(queue, new RedisClaimer({ redis }, { prefix: `bench-pg-${process.pid}-${Date.now()}` }), ownInsert)],
+      ['kafka', 'floor (raw kafkajs + INSERT, own transaction)', () => runKafkaFloor(kafka, topic, pool, ledger)],
+      ['kafka', 'twophase transactional, per-record transactions (claimBatchSize 1)', () => runKafkaTwophase(kafka, topic, transactional('per-record'), 1, txInsert)],
+      ['kafka', 'twophase transactional, per-chunk transactions (claimBatchSize 64)', () => runKafkaTwophase(kafka, topic, transactional('per-chunk'), 64, txInsert)],
+    ];
+    for (let run = 0; run < RUNS; run++) {
+      for (const [broker, variant, measure] of variants) {
+        // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
+        await pool.query(`TRUNCATE ${ledger}; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
+        const queue = `twophase-bench-pg-${process.pid}-${run}-${samples.size}`;
+        if (broker === 'rabbitmq') {
+          await declareQueue(admin, queue);
+          await fill(admin, queue, COUNT, 64, `${queue}`);
+        }
+        const before = await commits(pool);
+        const m = await measure(queue);
+        const after = await commits(pool);
+        if (broker === 'rabbitmq') await deleteTopology(admin, queue);
+        const row: Row = {
+          broker,
+          variant,
+          messages: COUNT,
+          msgPerSec: Math.round((COUNT / m.elapsedMs) * 1000),
+          cpuUsPerMsg: Math.round(m.cpuUs / COUNT),
+          pgCommitsPerSec: Math.round(((after - before) / m.elapsedMs) * 1000),
+        };
+        console.log(JSON.stringify({ run, ...row }));
+        const entry = samples.get(variant) ?? { broker, rows: [] };
+        entry.rows.push(row);
+        samples.set(variant, entry);
+      }
+    }
+    const rows = [...samples.entries()].map(([variant, { broker, rows: runs }]) => medianRow(variant, broker, runs));
+    // Ratios: the median over runs of each run's ratio (variants of one run ran back to back).
+    const perRun = [...samples.values()].map((v) => v.rows.map((r) => r.msgPerSec));
+    const rate = (i: number, j: number) => {
+      const ratios = perRun[i]!.map((x, run) => x / perRun[j]![run]!).sort((a, b) => a - b);
+      return Math.round(ratios[Math.floor(ratios.length / 2)]! * 100) / 100;
+    };
+    const report = {
+      at: new Date().toISOString(),
+      prefetch: PREFETCH,
+      kafkaPartitions: KAFKA_PARTITIONS,
+      runs: RUNS,
+      rows,
+      ratios: {
+        transactionalVsFloor: rate(1, 0),
+        redisVsFloor: rate(2, 0),
+        kafkaPerRecordVsFloor: rate(4, 3),
+        kafkaPerChunkVsFloor: rate(5, 3),
+        kafkaPerChunkVsPerRecord: rate(5, 4),
+      },
+    };
     writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
     console.log(JSON.stringify(report.ratios));
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await kafkaAdmin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
+    await kafkaAdmin.disconnect();
     await pool.end();
     await admin.close();
     redis.disconnect();

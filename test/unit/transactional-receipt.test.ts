@@ -4,7 +4,9 @@
  * commit succeeded (no early `handled` signal); a failed commit means the effect was rolled back,
  * so the delivery is requeued, never acked. Receipts without a transaction keep today's rule.
  */
-import { ack, InMemoryClaimer, type HandlerContext, type JsonValue, type Receipt, TwophaseError } from '../../src';
+import { Pool } from 'pg';
+import { ack, ConfigurationError, InMemoryClaimer, type HandlerContext, type JsonValue, type Receipt, TwophaseError } from '../../src';
+import { PostgresClaimer } from '../../adapters/postgres';
 import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 
 const TX = { id: 'tx-1' };
@@ -65,5 +67,29 @@ describe('Receipt.transaction (transactional claimers)', () => {
     const consumer = new FnConsumer(fastOptions(new FailingCommits(new InMemoryClaimer())), async () => ack());
     const delivery = recordingDelivery({ key: 'c' });
     expect(await consumer.dispatch(delivery)).toMatchObject({ action: 'ack', outcome: 'commit_failed' });
+  });
+});
+
+describe('failOpen with a transactional claimer', () => {
+  class DeclaredTransactional extends TransactionalClaimer {
+    readonly transactional = true;
+  }
+
+  test('a claimer that declares itself transactional: failOpen: true is refused at construction', () => {
+    expect(() => new FnConsumer({ ...fastOptions(new DeclaredTransactional(new InMemoryClaimer())), failOpen: true }, async () => ack())).toThrow(ConfigurationError);
+    expect(() => new FnConsumer({ ...fastOptions(new DeclaredTransactional(new InMemoryClaimer())), failOpen: true }, async () => ack())).toThrow(/failOpen cannot be used with a transactional claimer/);
+    // failOpen off, or a claimer that is not transactional: accepted
+    expect(() => new FnConsumer(fastOptions(new DeclaredTransactional(new InMemoryClaimer())), async () => ack())).not.toThrow();
+    expect(() => new FnConsumer({ ...fastOptions(new InMemoryClaimer()), failOpen: true }, async () => ack())).not.toThrow();
+  });
+
+  test('PostgresClaimer: refused in transactional mode, accepted in standalone mode (no connection is opened)', () => {
+    const pool = new Pool({ host: '127.0.0.1', port: 1 });
+    const transactional = new PostgresClaimer({ pool }, { mode: 'transactional' });
+    const standalone = new PostgresClaimer({ pool });
+    expect(transactional.transactional).toBe(true);
+    expect(standalone.transactional).toBe(false);
+    expect(() => new FnConsumer({ ...fastOptions(transactional), failOpen: true }, async () => ack())).toThrow(ConfigurationError);
+    expect(() => new FnConsumer({ ...fastOptions(standalone), failOpen: true }, async () => ack())).not.toThrow();
   });
 });

@@ -76,15 +76,24 @@ export function endAttempt(schema: string): string {
  */
 export function completeCommitUnlock(commitSql: string, schema: string, values: readonly unknown[], scope: Buffer, lockId: string): string {
   if (!/^-?\d{1,19}$/.test(lockId)) throw new RangeError('lock id must be a decimal bigint');
+  return `${completeStatement(commitSql, schema, values, scope)}; COMMIT; SELECT pg_advisory_unlock(${lockId})`;
+}
+
+/**
+ * Step 1 of {@link completeCommitUnlock} alone: the claim row completed and the key's attempt
+ * count deleted, in the open transaction; a missing row aborts the transaction (division by zero).
+ * Answers one row: `kept`, `one`.
+ */
+export function completeStatement(commitSql: string, schema: string, values: readonly unknown[], scope: Buffer): string {
   const update = inline(commitSql, values);
   return (
     `WITH forgotten AS (DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = ${literal(scope)}), done AS (${update}) ` +
-    `SELECT (SELECT bool_and(kept) FROM done) AS kept, 1 / (SELECT count(*)::int FROM done) AS one; COMMIT; SELECT pg_advisory_unlock(${lockId})`
+    `SELECT (SELECT bool_and(kept) FROM done) AS kept, 1 / (SELECT count(*)::int FROM done) AS one`
   );
 }
 
 /** A value as an SQL literal: bytea hex, an escaped string, an integer, a boolean, NULL. */
-function literal(value: unknown): string {
+export function literal(value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
   if (Buffer.isBuffer(value)) return `'\\x${value.toString('hex')}'::bytea`;
   if (typeof value === 'number') {

@@ -77,5 +77,12 @@ describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
       expect(() => new PostgresClaimer({ pool: f.pool }, { schemaa: 'x' } as never)).toThrow(/unknown PostgresClaimer option "schemaa"/);
       expect(() => new PostgresClaimer({ pool: f.pool }, { mode: 'inbox' } as never)).toThrow(/mode must be/);
     });
+
+    test('transactionBatch: validated; per-chunk needs transactional mode and offers claimMany, per-record does not', () => {
+      expect(() => new PostgresClaimer({ pool: f.pool }, { mode: 'transactional', transactionBatch: 'chunk' } as never)).toThrow(/transactionBatch must be "per-record" or "per-chunk"/);
+      expect(() => new PostgresClaimer({ pool: f.pool }, { transactionBatch: 'per-chunk' })).toThrow(/needs mode "transactional"/);
+      expect(new PostgresClaimer({ pool: f.pool }, { mode: 'transactional', transactionBatch: 'per-chunk' }).claimMany).toBeInstanceOf(Function);
+      expect(new PostgresClaimer({ pool: f.pool }, { mode: 'transactional' }).claimMany).toBeUndefined();
+    });
   });
 });

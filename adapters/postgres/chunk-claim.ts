@@ -1,0 +1,154 @@
+/**
+ * `claimMany` of the transactional mode with `transactionBatch: 'per-chunk'`: claims a chunk of
+ * keys into ONE transaction on one pool client, in two round trips (statements/chunk.ts), and
+ * answers one entry per request, in order. See chunk-transaction.ts for how the chunk ends.
+ */
+import { randomUUID } from 'node:crypto';
+import type { QueryResult } from 'pg';
+import { type ClaimManyEntry, type ClaimRequest, type JsonValue, validateKey } from '../../src';
+import { NonAcquiredReceipt, validateClaimOptions } from '../../src/adapter-kit';
+import { ChunkMemberLease, ChunkTransaction } from './chunk-transaction';
+import { SQLSTATE, sqlState, toClaimerError } from './errors';
+import { type KeyDigests, keyDigests, sha256 } from './key-digest';
+import { borrow } from './pool-client';
+import type { PostgresClaimer } from './postgres-claimer';
+import { conflictError, runWithin, storedResult } from './statement-runner';
+import { type BeginAttemptRow } from './statements/transaction';
+import { beginAttempts, beginChunk } from './statements/chunk';
+import type { ClaimRow } from './statements/claim';
+import { TransactionReceipt } from './transaction-lease';
+
+interface Candidate {
+  readonly index: number;
+  readonly request: ClaimRequest;
+  readonly tenant: string | undefined;
+  readonly digests: KeyDigests;
+  readonly fingerprint: Buffer | null;
+}
+
+/**
+ * Claims `requests` into one shared transaction.
+ * - A key repeated in the batch is `busy` after its first occurrence (the chunk holds it).
+ * - Done keys answer `done` with their stored result and open nothing; a different fingerprint is
+ *   that entry's `KeyConflictError`; a key another session holds is `busy`.
+ * - A row lock the claim cannot get within the lock limit makes every key of the chunk `busy`.
+ * @throws ClaimerUnavailableError (and the other classified errors) when the store fails: the
+ *   session is closed, so the server drops every lock and the open transaction
+ */
+export async function claimChunk(claimer: PostgresClaimer, requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
+  const entries: (ClaimManyEntry | undefined)[] = new Array(requests.length);
+  const candidates: Candidate[] = [];
+  const seen = new Set<string>();
+  requests.forEach((request, index) => {
+    try {
+      validateKey(request.key);
+      validateClaimOptions(request.options);
+      const tenant = claimer.tenantOf(request.key);
+      if (seen.has(request.key)) {
+        entries[index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(request.key, 'busy') } };
+        return;
+      }
+      seen.add(request.key);
+      const fingerprint = request.options.fingerprint === undefined ? null : sha256(request.options.fingerprint);
+      candidates.push({ index, request, tenant, digests: keyDigests(request.key, tenant), fingerprint });
+    } catch (error) {
+      entries[index] = { ok: false, error: error as Error };
+    }
+  });
+  if (candidates.length === 0) return entries as ClaimManyEntry[];
+
+  const opts = claimer.options;
+  const what = `claimMany of ${candidates.length} keys in one transaction`;
+  const deadlineAt = claimer.clock.now() + opts.operationTimeoutMs;
+  // One lease for the chunk's transaction limits: the shortest asked.
+  const leaseMs = Math.min(...candidates.map((c) => c.request.options.leaseTtlMs));
+  const retainMs = Math.max(...candidates.map((c) => c.request.options.doneTtlMs));
+  const borrowed = await borrow(claimer.pool, what, opts.operationTimeoutMs);
+  // From the first send on, the session may hold advisory locks and an open transaction.
+  let sent = false;
+  try {
+    const step1 = beginAttempts(
+      opts.schema,
+      candidates.map((c) => ({ ...(c.tenant === undefined ? {} : { tenant: c.tenant }), lockId: c.digests.lockId, scope: c.digests.scope, key: c.digests.key, fingerprint: c.fingerprint })),
+      retainMs,
+    );
+    sent = true;
+    const begun = await runWithin<BeginAttemptRow & Record<string, unknown>>(borrowed, what, step1.text, step1.values, claimer.remaining(deadlineAt));
+    const counted: { candidate: Candidate; attempt: number; owner: string }[] = [];
+    candidates.forEach((c, i) => {
+      const row = begun[i]!;
+      const key = c.request.key;
+      switch (row.state) {
+        case 'counted':
+          counted.push({ candidate: c, attempt: row.attempts, owner: randomUUID() });
+          break;
+        case 'done':
+          entries[c.index] = { ok: true, result: { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue } };
+          break;
+        case 'conflict':
+          entries[c.index] = { ok: false, error: conflictError(key, row.stored_fingerprint, c.request.options) };
+          break;
+        default:
+          entries[c.index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') } };
+      }
+    });
+    if (counted.length === 0) {
+      borrowed.giveBack();
+      return entries as ClaimManyEntry[];
+    }
+
+    const text = beginChunk(
+      opts.schema,
+      leaseMs,
+      Math.min(opts.operationTimeoutMs, leaseMs),
+      counted.map(({ candidate: c, attempt, owner }) => ({
+        ...(c.tenant === undefined ? {} : { tenant: c.tenant }),
+        key: c.digests.key,
+        keyText: opts.keepKeyText ? c.request.key : null,
+        fingerprint: c.fingerprint,
+        owner,
+        attempt,
+      })),
+    );
+    const remainingMs = claimer.remaining(deadlineAt);
+    let replies: QueryResult[];
+    try {
+      if (remainingMs <= 0) throw toClaimerError(new Error('deadline passed before sending'), what);
+      replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult[];
+    } catch (error) {
+      if (sqlState(error) !== SQLSTATE.lockNotAvailable) throw error;
+      // A row of the chunk is locked by another transaction past the lock limit: end the chunk
+      // (counts kept, locks released) and answer busy for its keys, never an unbounded wait.
+      const chunk = new ChunkTransaction(claimer, borrowed, counted.map(({ candidate: c }) => ({ lockId: c.digests.lockId, scope: c.digests.scope })));
+      await chunk.abandon(what);
+      for (const { candidate: c } of counted) entries[c.index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(c.request.key, 'busy') } };
+      return entries as ClaimManyEntry[];
+    }
+    const rows = replies[replies.length - 1]!.rows as ClaimRow[];
+    const others = counted.filter((_, i) => rows[i]?.state !== 'acquired').map(({ candidate: c }) => ({ lockId: c.digests.lockId, scope: c.digests.scope }));
+    const chunk = new ChunkTransaction(claimer, borrowed, others);
+    counted.forEach(({ candidate: c, owner }, i) => {
+      const row = rows[i]!;
+      const key = c.request.key;
+      if (row.state === 'acquired') {
+        const member = new ChunkMemberLease(chunk, claimer, c.tenant, c.digests, key);
+        const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
+        entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, chunk) } };
+        return;
+      }
+      // A row a standalone claimer of the same table holds: answer as it does.
+      try {
+        entries[c.index] = { ok: true, result: claimer.toClaimResult(key, c.tenant, c.digests, owner, c.request.options, row) };
+      } catch (error) {
+        entries[c.index] = { ok: false, error: error as Error };
+      }
+    });
+    if (others.length === counted.length) await chunk.abandon(what);
+    return entries as ClaimManyEntry[];
+  } catch (error) {
+    borrowed.noteError(error);
+    // Possibly holding advisory locks or a transaction: close the session so the server drops both.
+    borrowed.giveBack(sent);
+    throw toClaimerError(error, what);
+  }
+}

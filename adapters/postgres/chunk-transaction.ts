@@ -1,0 +1,223 @@
+/**
+ * The transactional mode's batch form (`transactionBatch: 'per-chunk'`): the acquired keys of one
+ * `claimMany` (a chunk of one Kafka partition's records) share ONE transaction on one pool
+ * client, so the chunk costs one COMMIT instead of one per record.
+ *
+ * - `claimMany` opens the transaction and inserts every key's claim row in it (statements/chunk.ts);
+ *   each acquired key gets a {@link TransactionReceipt} whose `transaction` is that client and
+ *   whose `sharedTransaction` is the {@link ChunkTransaction}.
+ * - A member's `commit(result)` records its completion; when it is the last member to settle,
+ *   every row is completed and the transaction COMMITs (one round trip). Before that, the commit
+ *   waits for the COMMIT — unless a source {@link ChunkTransaction.adopt | adopted} the chunk (the
+ *   Kafka source does: it runs the members one after the other and acknowledges none before
+ *   `outcome` resolved true), in which case it resolves at once.
+ * - A member's `release()` (a failed or rejected record, a shutdown, a claim dropped before
+ *   dispatch), a failed COMMIT, or a lost session roll the WHOLE chunk back: every member's effect
+ *   and claim vanish; members not settled yet then fail their commit with
+ *   {@link TransactionAbortedError}. The source runs the chunk's unacknowledged records again, one
+ *   by one, each in its own transaction (`claim()`), so one poison record never blocks the others.
+ * - Attempt counts are taken before the transaction (auto-committed), so they survive the
+ *   rollback: a rolled-back innocent member's next attempt counts one more.
+ */
+import type { PoolClient, QueryResult } from 'pg';
+import type { SharedTransaction } from '../../src';
+import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src/adapter-kit';
+import { sqlState, TransactionAbortedError } from './errors';
+import type { KeyDigests } from './key-digest';
+import type { BorrowedClient } from './pool-client';
+import type { PostgresClaimer } from './postgres-claimer';
+import { outcomeJson } from './standalone-lease';
+import { type ChunkCompletion, commitChunk, rollbackChunk } from './statements/chunk';
+import * as settle from './statements/settle';
+import { guardClient } from './transaction-lease';
+
+type ChunkState = 'open' | 'committing' | 'committed' | 'rolled_back';
+
+/** The shared transaction of one chunk. */
+export class ChunkTransaction implements SharedTransaction {
+  readonly outcome: Promise<boolean>;
+  private resolveOutcome!: (committed: boolean) => void;
+  private state: ChunkState = 'open';
+  private adopted = false;
+  private readonly members: ChunkMemberLease[] = [];
+  private readonly completions = new Map<ChunkMemberLease, ChunkCompletion>();
+  private ending: Promise<boolean> | undefined;
+
+  constructor(
+    private readonly claimer: PostgresClaimer,
+    private readonly borrowed: BorrowedClient,
+    /** Locks held by keys claimed in step 1 that did not become members (released at the end, counts kept). */
+    private readonly otherLocks: readonly { lockId: string; scope: Buffer }[],
+  ) {
+    this.outcome = new Promise((resolve) => {
+      this.resolveOutcome = resolve;
+    });
+    borrowed.client.on('error', this.onSessionError);
+  }
+
+  /**
+   * The session died (terminated, `idle_in_transaction_session_timeout`, a lost connection):
+   * PostgreSQL rolled the chunk back. End it now, so commits waiting for it fail at once and the
+   * client leaves the pool, instead of waiting for a member's next operation.
+   */
+  private readonly onSessionError = (): void => {
+    void this.rollback("the chunk's PostgreSQL session ended");
+  };
+
+  /** {@inheritDoc SharedTransaction.adopt} */
+  adopt(): void {
+    this.adopted = true;
+  }
+
+  /** True while members may still write and commit. */
+  get open(): boolean {
+    return this.state === 'open';
+  }
+
+  /** The client handlers write through. */
+  get client(): PoolClient {
+    return this.borrowed.client;
+  }
+
+  /** Adds a member (while claiming only). */
+  add(member: ChunkMemberLease): void {
+    this.members.push(member);
+  }
+
+  /**
+   * A member committed: records its completion; COMMITs when it was the last member to settle.
+   * Resolves true when the member may report its commit done (committed, or adopted and still
+   * open), false when the chunk rolled back.
+   */
+  async committed(member: ChunkMemberLease, completion: ChunkCompletion): Promise<boolean> {
+    if (this.state !== 'open') return this.outcome;
+    this.completions.set(member, completion);
+    if (this.completions.size === this.members.length) return this.commit();
+    if (this.adopted) return true;
+    return this.outcome;
+  }
+
+  /** A member was released: the whole chunk rolls back (idempotent). */
+  released(member: ChunkMemberLease, forget: boolean): Promise<boolean> {
+    member.forget = forget;
+    return this.rollback(`release of "${member.key}"`);
+  }
+
+  /** Every row completed, COMMIT, unlock: one round trip. A failure rolls back. */
+  private commit(): Promise<boolean> {
+    if (this.ending) return this.ending;
+    this.state = 'committing';
+    this.ending = (async () => {
+      const what = `commit of a chunk of ${this.members.length} keys`;
+      try {
+        const text = commitChunk(this.claimer.options.schema, [...this.completions.values()], this.lockIds());
+        const replies = (await this.borrowed.client.query({ text, query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
+        const commitReply = replies[this.members.length];
+        if (commitReply?.command !== 'COMMIT') throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of a handler failed)`);
+        replies.slice(0, this.members.length).forEach((reply, i) => {
+          if (reply.rows[0]?.kept === false) {
+            this.claimer.logger.warn({ key: this.members[i]!.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
+          }
+        });
+      } catch (error) {
+        this.borrowed.noteError(error);
+        this.claimer.logger.warn(
+          { err: error, keys: this.members.length, possiblyCommitted: sqlState(error) === undefined },
+          `${what} failed; every member's effect is rolled back${sqlState(error) === undefined ? ' (the connection failed during COMMIT, so it may have committed: redeliveries find those keys done, or run them once)' : ''}`,
+        );
+        await this.end(what);
+        return this.finish('rolled_back');
+      }
+      this.borrowed.giveBack();
+      return this.finish('committed');
+    })();
+    return this.ending;
+  }
+
+  /** Ends a chunk that got no member (or must not be used): ROLLBACK, locks released. */
+  abandon(what: string): Promise<boolean> {
+    return this.rollback(what);
+  }
+
+  private rollback(what: string): Promise<boolean> {
+    if (this.ending) return this.ending;
+    this.state = 'rolled_back';
+    this.ending = this.end(what).then(() => this.finish('rolled_back'));
+    return this.ending;
+  }
+
+  /**
+   * ROLLBACK, counts kept or forgotten, locks released, the client returned.
+   * Any failure destroys the client: its session ends, which rolls back and unlocks. Never throws.
+   */
+  private async end(what: string): Promise<void> {
+    try {
+      if (this.borrowed.broken !== undefined) throw this.borrowed.broken;
+      const keys = [
+        ...this.members.map((m) => ({ lockId: m.digests.lockId, scope: m.digests.scope, forget: m.forget })),
+        ...this.otherLocks.map((l) => ({ ...l, forget: false })),
+      ];
+      await this.borrowed.client.query({ text: rollbackChunk(this.claimer.options.schema, keys), query_timeout: this.claimer.options.operationTimeoutMs } as never);
+      this.borrowed.giveBack();
+    } catch (error) {
+      this.claimer.logger.warn({ err: error }, `${what}: could not end the chunk's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
+      this.borrowed.giveBack(true);
+    }
+  }
+
+  private finish(state: 'committed' | 'rolled_back'): boolean {
+    this.borrowed.client.off('error', this.onSessionError);
+    this.state = state;
+    for (const member of this.members) member.finished = true;
+    const committed = state === 'committed';
+    this.resolveOutcome(committed);
+    return committed;
+  }
+
+  private lockIds(): string[] {
+    return [...this.members.map((m) => m.digests.lockId), ...this.otherLocks.map((l) => l.lockId)];
+  }
+}
+
+/** Store primitives of one member of a chunk. */
+export class ChunkMemberLease implements LeaseOperations {
+  /** Set once this member committed or released, or the chunk ended: its handle refuses queries. */
+  finished = false;
+  /** Forget the attempt count when the chunk rolls back (this member was dead-lettered). */
+  forget = false;
+  readonly handle: PoolClient;
+
+  constructor(
+    private readonly chunk: ChunkTransaction,
+    private readonly claimer: PostgresClaimer,
+    private readonly tenant: string | undefined,
+    readonly digests: KeyDigests,
+    readonly key: string,
+  ) {
+    this.handle = guardClient(chunk.client, this);
+    chunk.add(this);
+  }
+
+  async commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome> {
+    if (this.finished) throw new TransactionAbortedError(`commit of "${this.key}": the chunk's transaction already ended; the effect was not applied`);
+    this.finished = true;
+    const hasTenant = this.tenant !== undefined;
+    const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
+    const ok = await this.chunk.committed(this, { commitSql: settle.commitUpdate(this.claimer.options.schema, hasTenant), values, scope: this.digests.scope });
+    if (!ok) throw new TransactionAbortedError(`commit of "${this.key}": the chunk's shared transaction rolled back (another record of the chunk failed, or COMMIT failed); the effect was not applied`);
+    return 'ok';
+  }
+
+  async release(_lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome> {
+    if (this.finished) return 'ok';
+    this.finished = true;
+    await this.chunk.released(this, resetAttempts);
+    return 'ok';
+  }
+
+  /** The lease is the transaction (its idle limit); nothing to send. */
+  async extend(): Promise<LeaseOutcome> {
+    if (this.finished || !this.chunk.open) throw new TransactionAbortedError(`extend of "${this.key}": the transaction already ended`);
+    return 'ok';
+  }
+}

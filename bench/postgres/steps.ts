@@ -1,0 +1,117 @@
+/**
+ * What bounds the transactional inbox's throughput, per step (`npm run bench:postgres:steps`):
+ * no broker, one process, `--count` keys at each concurrency, variants interleaved:
+ *
+ *   floor          one INSERT of the effect in its own transaction (autocommit): 1 round trip, 1 durable commit
+ *   transactional  PostgresClaimer transactional: claim (attempt count auto-committed without a WAL
+ *                  flush + BEGIN + limits + claim row), the same INSERT through the transaction,
+ *                  commit (row completed + COMMIT + unlock): 3 round trips, 1 durable commit
+ *
+ * Reports, per concurrency, msg/s of each and the mean wall time of each step (ms): the floor's
+ * INSERT, and the inbox's claim, INSERT and commit. At concurrency 1 the steps are round trips
+ * plus server work; their sum against the floor's one step is the ratio no client-side change can
+ * beat while three round trips stay sequential. Writes bench/results/postgres-steps.json (or `--out`).
+ *
+ *   npx ts-node --transpile-only bench/postgres/steps.ts [--count 400] [--runs 3] [--out file.json]
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Pool, type PoolClient } from 'pg';
+import { migrate, PostgresClaimer } from '../../adapters/postgres';
+
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
+};
+const COUNT = Number(arg('count', '400'));
+const RUNS = Number(arg('runs', '3'));
+const OUT = arg('out', join(__dirname, '..', 'results', 'postgres-steps.json'));
+const CONCURRENCY = [1, 8, 32];
+
+interface Sample {
+  floorMsgPerSec: number;
+  inboxMsgPerSec: number;
+  floorInsertMs: number;
+  claimMs: number;
+  insertMs: number;
+  commitMs: number;
+}
+
+async function pooled(concurrency: number, work: (i: number) => Promise<void>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < COUNT; i = next++) await work(i);
+    }),
+  );
+  return performance.now() - started;
+}
+
+async function sample(pool: Pool, claimer: PostgresClaimer, ledger: string, concurrency: number, tag: string): Promise<Sample> {
+  const t = { floor: 0, claim: 0, insert: 0, commit: 0 };
+  const floorMs = await pooled(concurrency, async (i) => {
+    const a = performance.now();
+    await pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [`${tag}-f${i}`]);
+    t.floor += performance.now() - a;
+  });
+  const options = { leaseTtlMs: 30_000, doneTtlMs: 600_000 };
+  const inboxMs = await pooled(concurrency, async (i) => {
+    const a = performance.now();
+    const claim = await claimer.claim(`${tag}-k${i}`, options);
+    const b = performance.now();
+    if (claim.state !== 'acquired') throw new Error(`unexpected ${claim.state}`);
+    await (claim.receipt.transaction as PoolClient).query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [`${tag}-k${i}`]);
+    const c = performance.now();
+    await claim.receipt.commit({ ok: true });
+    t.claim += b - a;
+    t.insert += c - b;
+    t.commit += performance.now() - c;
+  });
+  const ms = (x: number) => Math.round((x / COUNT) * 100) / 100;
+  return {
+    floorMsgPerSec: Math.round((COUNT / floorMs) * 1000),
+    inboxMsgPerSec: Math.round((COUNT / inboxMs) * 1000),
+    floorInsertMs: ms(t.floor),
+    claimMs: ms(t.claim),
+    insertMs: ms(t.insert),
+    commitMs: ms(t.commit),
+  };
+}
+
+async function main(): Promise<void> {
+  const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres', max: 40 });
+  const schema = `tp_bench_steps_${process.pid}`;
+  const ledger = `${schema}.ledger`;
+  try {
+    await migrate(pool, { schema });
+    await pool.query(`CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, key text NOT NULL)`);
+    const claimer = new PostgresClaimer({ pool }, { schema, mode: 'transactional' });
+    const samples = new Map<number, Sample[]>();
+    for (let run = 0; run < RUNS; run++) {
+      for (const concurrency of CONCURRENCY) {
+        const s = await sample(pool, claimer, ledger, concurrency, `r${run}c${concurrency}`);
+        console.log(JSON.stringify({ run, concurrency, ...s }));
+        samples.set(concurrency, [...(samples.get(concurrency) ?? []), s]);
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const rows = [...samples.entries()].map(([concurrency, runs]) => {
+      const row: Record<string, number> = { concurrency };
+      for (const field of Object.keys(runs[0]!) as (keyof Sample)[]) row[field] = median(runs.map((r) => r[field]));
+      row.inboxVsFloor = median(runs.map((r) => Math.round((r.inboxMsgPerSec / r.floorMsgPerSec) * 100) / 100));
+      return row;
+    });
+    writeFileSync(OUT, `${JSON.stringify({ at: new Date().toISOString(), count: COUNT, runs: RUNS, rows }, null, 2)}\n`);
+    console.log(JSON.stringify(rows));
+  } finally {
+    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await pool.end();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

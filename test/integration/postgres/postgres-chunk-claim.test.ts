@@ -1,0 +1,113 @@
+/**
+ * The claimer side of the Kafka batch mode (`transactionBatch: 'per-chunk'`) on real PostgreSQL,
+ * without a broker: `claimMany` puts a chunk's keys in one shared transaction; the chunk COMMITs
+ * once every member committed and rolls back, for all, when one is released or its session ends;
+ * attempt counts survive the rollback.
+ */
+import type { PoolClient } from 'pg';
+import type { ClaimManyEntry, ClaimResult, Receipt } from '../../../src';
+import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/postgres';
+import { describeWithServices } from '../../support/services';
+import { type InboxFixture, inboxFixture, writeLedger } from './support/inbox-fixture';
+
+const OPTIONS = { leaseTtlMs: 30_000, doneTtlMs: 600_000 };
+
+function acquired(entry: ClaimManyEntry | undefined): Extract<ClaimResult, { state: 'acquired' }> {
+  if (!entry?.ok || entry.result.state !== 'acquired') throw new Error(`not acquired: ${JSON.stringify(entry)}`);
+  return entry.result;
+}
+
+describeWithServices(['postgres'], 'PostgresClaimer per-chunk transactions (claimMany)', () => {
+  let f: InboxFixture;
+  let claimer: PostgresClaimer;
+  beforeEach(async () => {
+    f = await inboxFixture('chunkclaim');
+    claimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional', transactionBatch: 'per-chunk' });
+  });
+  afterEach(() => f.cleanup());
+
+  const claimMany = (keys: string[], options = OPTIONS) => claimer.claimMany!(keys.map((key) => ({ key, options })));
+
+  test('one transaction for the chunk: effects invisible until the last member commits, then COMMIT once; each key done with its result', async () => {
+    const entries = await claimMany(['a', 'b', 'c']);
+    const [a, b, c] = entries.map(acquired);
+    const shared = a!.receipt.sharedTransaction!;
+    expect(shared).toBeDefined();
+    expect(b!.receipt.sharedTransaction).toBe(shared);
+    expect(c!.receipt.sharedTransaction).toBe(shared);
+    const pid = async (r: Receipt) => (await (r.transaction as PoolClient).query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    expect(new Set([await pid(a!.receipt), await pid(b!.receipt), await pid(c!.receipt)]).size).toBe(1);
+    for (const [r, key] of [[a!, 'a'], [b!, 'b'], [c!, 'c']] as const) await writeLedger(r.receipt.transaction as PoolClient, f.ledger, key);
+
+    // Not adopted: a member's commit waits for the chunk's COMMIT, which waits for every member.
+    let early = 0;
+    const commits = [a!.receipt.commit({ v: 'a' }), b!.receipt.commit({ v: 'b' })].map((p) => p.then(() => early++));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(early).toBe(0);
+    expect((await f.counts()).size).toBe(0);
+    await c!.receipt.commit({ v: 'c' });
+    await Promise.all(commits);
+    expect(await shared.outcome).toBe(true);
+    expect([...(await f.counts()).values()]).toEqual([1, 1, 1]);
+    const again = await claimMany(['a', 'b']);
+    expect(again.map((e) => (e.ok ? [e.result.state, (e.result as { result?: unknown }).result] : e.error.name))).toEqual([
+      ['done', { v: 'a' }],
+      ['done', { v: 'b' }],
+    ]);
+  });
+
+  test('adopted: a member commit resolves at once (recorded, not durable); the last member COMMITs', async () => {
+    const [a, b] = (await claimMany(['a', 'b'])).map(acquired);
+    a!.receipt.sharedTransaction!.adopt();
+    await writeLedger(a!.receipt.transaction as PoolClient, f.ledger, 'a');
+    await a!.receipt.commit();
+    expect((await f.counts()).size).toBe(0);
+    await writeLedger(b!.receipt.transaction as PoolClient, f.ledger, 'b');
+    await b!.receipt.commit();
+    expect(await a!.receipt.sharedTransaction!.outcome).toBe(true);
+    expect((await f.counts()).size).toBe(2);
+  });
+
+  test('a released member rolls the whole chunk back: no effect stays, the others fail their commit, attempt counts survive', async () => {
+    const [a, b, c] = (await claimMany(['a', 'b', 'c'])).map(acquired);
+    expect([a!.attempt, b!.attempt, c!.attempt]).toEqual([1, 1, 1]);
+    a!.receipt.sharedTransaction!.adopt();
+    await writeLedger(a!.receipt.transaction as PoolClient, f.ledger, 'a');
+    await a!.receipt.commit();
+    await writeLedger(b!.receipt.transaction as PoolClient, f.ledger, 'b');
+    await b!.receipt.release();
+    expect(await a!.receipt.sharedTransaction!.outcome).toBe(false);
+    await expect(c!.receipt.commit()).rejects.toBeInstanceOf(TransactionAbortedError);
+    await expect((c!.receipt.transaction as PoolClient).query('SELECT 1')).rejects.toBeInstanceOf(TransactionAbortedError);
+    expect((await f.counts()).size).toBe(0);
+    // One by one now (each in its own transaction), the attempt counted before the rollback kept.
+    const perRecord = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' });
+    const retry = await perRecord.claim('a', OPTIONS);
+    expect(retry.state).toBe('acquired');
+    expect((retry as { attempt: number }).attempt).toBe(2);
+    await retry.receipt.release();
+  });
+
+  test('the session ends under a waiting commit (idle_in_transaction_session_timeout = leaseTtlMs): the commit fails at once, nothing applied, the client leaves the pool', async () => {
+    const [a] = (await claimMany(['a', 'b'], { leaseTtlMs: 1000, doneTtlMs: 60_000 })).map(acquired);
+    await writeLedger(a!.receipt.transaction as PoolClient, f.ledger, 'a');
+    const started = Date.now();
+    // Not adopted and b never settles: the commit waits; PostgreSQL ends the idle session.
+    await expect(a!.receipt.commit()).rejects.toBeInstanceOf(TransactionAbortedError);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await a!.receipt.sharedTransaction!.outcome).toBe(false);
+    expect((await f.counts()).size).toBe(0);
+    // The keys are free again (the session's advisory locks went with it).
+    const again = await claimMany(['a', 'b']);
+    expect(again.map((e) => e.ok && e.result.state)).toEqual(['acquired', 'acquired']);
+    for (const e of again) await acquired(e).receipt.release();
+  }, 30_000);
+
+  test('a key repeated in the batch is busy after its first occurrence; a done key answers done and joins no transaction', async () => {
+    const [first] = (await claimMany(['d'])).map(acquired);
+    await first!.receipt.commit({ v: 'd' });
+    const entries = await claimMany(['x', 'x', 'd']);
+    expect(entries.map((e) => e.ok && e.result.state)).toEqual(['acquired', 'busy', 'done']);
+    await acquired(entries[0]).receipt.release();
+  });
+});
