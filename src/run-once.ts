@@ -2,6 +2,7 @@
  * `runOnce`: the claim, commit and release contract for code that is not a broker consumer (an
  * HTTP mutation, a scheduled task, a job runner's handler).
  */
+import { performance } from 'node:perf_hooks';
 import type { AcquiredClaim, JsonValue, Receipt } from './claimer';
 import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError, ResultTooLargeError } from './errors';
 import { LeaseKeeper } from './keep-alive';
@@ -98,13 +99,13 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
   if (typeof fn !== 'function') throw new ConfigurationError('runOnce: the second argument must be the function to run');
   const key = runOnceKey(o.scope, o.key);
   const claimOptions = Object.freeze({ leaseTtlMs: o.leaseTtlMs, doneTtlMs: o.doneTtlMs, ...(o.fingerprint === undefined ? {} : { fingerprint: o.fingerprint }) });
-  const started = Date.now();
+  const started = performance.now();
   for (let poll = 1; ; poll++) {
     const claim = await o.claimer.claim(key, claimOptions);
     if (claim.state === 'done') return { status: 'replayed', result: claim.result as T, key };
     if (claim.state === 'acquired') return acquired(o, key, claim, fn);
     const delayMs = backoffDelay(WAIT_BACKOFF, poll);
-    const waitedMs = Date.now() - started;
+    const waitedMs = Math.round(performance.now() - started);
     if (waitedMs + delayMs > o.waitMs) throw new InProgressError(key, waitedMs);
     await sleep(delayMs);
   }
