@@ -18,7 +18,7 @@ import {
   type TypeTtls,
 } from '../../src';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { ManualSource, waitFor } from './helpers';
+import { ManualSource, recordingDelivery, waitFor } from './helpers';
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -169,5 +169,14 @@ describe('TtlPolicy', () => {
     release();
     await waitFor(() => consumer.handled.length === 1);
     await consumer.stop();
+  });
+
+  test('batch claims made ahead of dispatch (the Kafka source) use each delivery’s type TTLs too', async () => {
+    const claimer = new RecordingClaimer();
+    const consumer = new TypedConsumer(options({ claimer, typeTtls: { typeOf: byTypeHeader, types: { payment: { doneTtlMs: 200 * DAY } } } }));
+    const prepared = await consumer.claimBatch([recordingDelivery({ key: 'b1', headers: { type: 'payment' } }), recordingDelivery({ key: 'b2' })]);
+    expect(prepared.map((p) => p.kind)).toEqual(['claimed', 'claimed']);
+    expect(claimer.claims.get('billing:b1')).toEqual({ leaseTtlMs: 30_000, doneTtlMs: 200 * DAY });
+    expect(claimer.claims.get('billing:b2')).toEqual({ leaseTtlMs: 30_000, doneTtlMs: 7 * DAY });
   });
 });
