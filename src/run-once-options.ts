@@ -54,7 +54,8 @@ export interface RunOnceOptions {
   readonly onFailure?: FailurePolicy | ((error: unknown) => FailurePolicy);
   /**
    * Run the function even though an earlier run of the key failed or did not finish (the explicit
-   * retry after `PreviousAttemptFailedError`). Default false.
+   * retry after `PreviousAttemptFailedError`). A completed key is still replayed, and a running
+   * one still rejects with `InProgressError`. Default false.
    */
   readonly retry?: boolean;
   /** Extend the lease while the function runs. Default true. */
