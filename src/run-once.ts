@@ -6,7 +6,6 @@ import { performance } from 'node:perf_hooks';
 import type { AcquiredClaim, JsonValue, Receipt } from './claimer';
 import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError, ResultTooLargeError } from './errors';
 import { LeaseKeeper } from './keep-alive';
-import type { Logger } from './logger';
 import { decodeResult, encodeResult } from './result-codec';
 import { type BackoffPolicy, backoffDelay, retryWithin, sleep } from './retry';
 import { runOnceKey } from './run-once-key';
@@ -169,7 +168,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
 
 async function releaseAfterFailure(o: ResolvedRunOnceOptions, receipt: Receipt, error: unknown): Promise<void> {
   const policy = o.onFailure(error);
-  await releaseWithin(receipt, o.releaseDeadlineMs, o.logger as Logger, policy === 'release' ? RESET_ATTEMPTS : undefined);
+  await releaseWithin(receipt, o.releaseDeadlineMs, o.logger, policy === 'release' ? RESET_ATTEMPTS : undefined);
 }
 
 async function stopKeeping(kept: { stop(): Promise<void> | undefined } | undefined, keeper: LeaseKeeper | undefined): Promise<void> {
