@@ -17,5 +17,6 @@ export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
 export type { DeliverySink, PreparedClaim, SourceStartOptions } from './source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
+export type { ConsumerTtls } from './ttl-policy';
 export { truncateErrorMessage, errorType } from './settlement';
 export { Semaphore } from './semaphore';

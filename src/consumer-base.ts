@@ -39,9 +39,17 @@ import { commitWithin, errorType, releaseWithin, truncateErrorMessage } from './
 import type { AckInfo, RejectInfo, RequeueInfo, Settler } from './settler';
 import type { DeliverySink, PreparedClaim } from './source';
 import { validateDeployment } from './startup-validation';
+import type { EffectiveTtl } from './ttl-policy';
 
 /** Lifecycle states of a consumer. */
 export type ConsumerState = 'created' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+
+/** What {@link ConsumerBase.describe} returns. */
+export interface ConsumerDescription {
+  readonly name: string;
+  /** The effective TTLs, ms: the consumer's own (`type` undefined) first, then each listed message type. */
+  readonly ttls: readonly EffectiveTtl[];
+}
 
 /** What liveness and readiness probes read. */
 export interface ConsumerHealth {
@@ -119,8 +127,6 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
   private drainWaiters: (() => void)[] = [];
   /** Handlers running now, so shutdown can abort them. */
   private readonly flights = new Set<Flight>();
-  /** Claim options shared by every claim without a fingerprint (validated once by the claimer). */
-  private readonly claimOptions: ClaimOptions;
   /** The escaped consumer name and `:`, prepended to every message key. */
   private readonly keyPrefix: string;
   private readonly keeper: LeaseKeeper | undefined;
@@ -146,9 +152,8 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     this.logLimiter = new LogLimiter(this.logger, { consumer: this.options.name });
     this.failures = new FailureLog(this.options.name, this.logger, this.logLimiter, this.options.maxAttempts);
     this.floodLogger = this.logLimiter.limited(this.logger, 'lease_extend_failed');
-    this.claimOptions = Object.freeze({ leaseTtlMs: this.options.leaseTtlMs, doneTtlMs: this.options.doneTtlMs });
     this.keyPrefix = namespaceKey(this.options.name, 'x').slice(0, -1);
-    this.keeper = this.options.keepAlive ? new LeaseKeeper(this.options.leaseTtlMs, Math.max(1, Math.floor(this.options.leaseTtlMs / 3))) : undefined;
+    this.keeper = this.options.keepAlive ? new LeaseKeeper(this.options.leaseTtlMs, Math.max(1, Math.floor(this.options.leaseTtlMs / 3)), this.options.ttls.shortestLeaseTtlMs) : undefined;
     if (this.options.failOpen) {
       this.logger.warn({ consumer: this.name }, 'failOpen is on: while the claim store is unavailable, handlers run WITHOUT a claim and effects may repeat');
     }
@@ -227,10 +232,11 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       if (this.stopRequested) throw new ShutdownError('stop() was called before start() finished; the source was not started');
       await this.options.source.start(this, {
         concurrency: this.options.concurrency,
-        leaseTtlMs: this.options.leaseTtlMs,
+        leaseTtlMs: this.options.ttls.shortestLeaseTtlMs,
         ...(this.options.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: this.options.handlerTimeoutMs }),
       });
       if (!this.stopRequested) this.state = 'running';
+      this.logger.info({ consumer: this.name, ttls: this.options.ttls.describe() }, 'twophase: effective TTLs (leaseTtlMs, doneTtlMs) per message type');
     } catch (error) {
       if (!this.stopRequested) this.state = 'failed';
       throw error;
@@ -245,6 +251,11 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
   stop(): Promise<void> {
     this.stopping ??= this.stopNow();
     return this.stopping;
+  }
+
+  /** The consumer's name and effective TTLs: its own, then each message type of `typeTtls`. */
+  describe(): ConsumerDescription {
+    return { name: this.name, ttls: this.options.ttls.describe() };
   }
 
   /** Liveness and readiness for deployment probes. */
@@ -280,7 +291,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     deliveries.forEach((delivery, index) => {
       try {
         const key = this.deriveKey(delivery);
-        requests.push({ index, key, options: this.claimOptions });
+        requests.push({ index, key, options: this.options.ttls.claimOptions(delivery) });
       } catch {
         // left 'skipped': dispatch derives the key again and dead-letters with the reason
       }
@@ -461,7 +472,8 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     if (preclaimed?.kind === 'claimed') return preclaimed.result;
     if (preclaimed?.kind === 'failed' && !isRetriable(preclaimed.error)) throw preclaimed.error;
     const fingerprint = this.fingerprint(message);
-    const options = fingerprint === undefined ? this.claimOptions : { ...this.claimOptions, fingerprint };
+    const ttl = this.options.ttls.claimOptions(message);
+    const options = fingerprint === undefined ? ttl : { ...ttl, fingerprint };
     for (let retry = 0; ; retry++) {
       try {
         return await this.options.claimer.claim(key, options);
@@ -509,7 +521,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       this.options.handlerTimeoutMs === undefined
         ? undefined
         : setTimeout(() => flight.abort(new TimeoutError(`handler passed handlerTimeoutMs (${this.options.handlerTimeoutMs} ms)`)), this.options.handlerTimeoutMs);
-    const keepAlive = this.keeper?.keep(receipt, flight);
+    const keepAlive = this.keeper?.keep(receipt, flight, this.options.ttls.claimOptions(message).leaseTtlMs);
     const context = new LazyContext(flight, fencingToken, attempt, delivery.metadata, receipt.transaction as TTransaction);
     let end: HandlerEnd;
     try {

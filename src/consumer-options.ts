@@ -12,6 +12,7 @@ import type { BackoffPolicy } from './retry';
 import { retryHorizonMs } from './retry-horizon';
 import type { MessageSource } from './source';
 import type { DeploymentDeclaration } from './startup-validation';
+import { ConsumerTtls, type TtlPolicy, type TypeTtls } from './ttl-policy';
 
 export interface ConsumerOptions {
   /**
@@ -23,10 +24,28 @@ export interface ConsumerOptions {
   readonly claimer: Claimer;
   /** The broker adapter delivering messages. */
   readonly source: MessageSource;
-  /** Lease length, ms. Default 30 000. Range 100 ms … 1 day. Kept alive every leaseTtlMs/3 while the handler runs. */
+  /**
+   * Lease length, ms. Default: the `ttlPolicy`'s default, else 30 000. Range 100 ms … 1 day, and
+   * within the `ttlPolicy`'s bounds. Kept alive every leaseTtlMs/3 while the handler runs.
+   */
   readonly leaseTtlMs?: number;
-  /** How long a committed key stays done, ms. Default 7 days. ≥ leaseTtlMs, ≤ 365 days. */
+  /**
+   * How long a committed key stays done, ms. Default: the `ttlPolicy`'s default, else 7 days.
+   * ≥ leaseTtlMs, ≤ 365 days, and within the `ttlPolicy`'s bounds.
+   */
   readonly doneTtlMs?: number;
+  /**
+   * The service's TTL defaults and bounds (one {@link TtlPolicy} shared by its consumers): every
+   * TTL this consumer and its `typeTtls` declare is checked against it at construction.
+   * Default: the contract's limits (100 ms … 1 day leases, … 365 days retention).
+   */
+  readonly ttlPolicy?: TtlPolicy;
+  /**
+   * Lease and retention per message type routed inside this consumer (a payment and a
+   * notification on one queue): `typeOf` names the type of a delivery, `types` gives each type's
+   * TTLs. Listed by `describe()` and logged once at start. Default: one set of TTLs for all.
+   */
+  readonly typeTtls?: TypeTtls;
   /**
    * Messages being claimed and handled at once (the adapter's prefetch). A message whose handler
    * acked frees its slot as soon as its commit is issued. Default 10. 1 … 10 000.
@@ -70,7 +89,9 @@ export interface ConsumerOptions {
 }
 
 /** Resolved options: every default applied. */
-export type ResolvedConsumerOptions = Required<Omit<ConsumerOptions, 'handlerTimeoutMs' | 'deployment' | 'retryBackoff' | 'claimBackoff'>> & {
+export type ResolvedConsumerOptions = Required<Omit<ConsumerOptions, 'handlerTimeoutMs' | 'deployment' | 'retryBackoff' | 'claimBackoff' | 'ttlPolicy' | 'typeTtls'>> & {
+  /** The effective TTLs (`leaseTtlMs` and `doneTtlMs` above are the consumer's own, `ttls.base`). */
+  readonly ttls: ConsumerTtls;
   readonly handlerTimeoutMs: number | undefined;
   readonly deployment: DeploymentDeclaration | undefined;
   readonly retryBackoff: BackoffPolicy;
@@ -84,6 +105,8 @@ const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
   'source',
   'leaseTtlMs',
   'doneTtlMs',
+  'ttlPolicy',
+  'typeTtls',
   'concurrency',
   'maxAttempts',
   'retryBackoff',
@@ -153,11 +176,16 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
     retryBackoff: { ...DEFAULT_RETRY_BACKOFF, ...stripUndefined(options.retryBackoff ?? {}) },
     claimBackoff: { ...DEFAULT_CLAIM_BACKOFF, ...stripUndefined(options.claimBackoff ?? {}) },
   } as ResolvedConsumerOptions;
-  checkTtl('leaseTtlMs', resolved.leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
-  checkTtl('doneTtlMs', resolved.doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
-  if (resolved.doneTtlMs < resolved.leaseTtlMs) {
-    throw new ConfigurationError(`doneTtlMs (${resolved.doneTtlMs}) must be ≥ leaseTtlMs (${resolved.leaseTtlMs})`);
+  if (options.ttlPolicy === undefined) {
+    checkTtl('leaseTtlMs', resolved.leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
+    checkTtl('doneTtlMs', resolved.doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
+    if (resolved.doneTtlMs < resolved.leaseTtlMs) {
+      throw new ConfigurationError(`doneTtlMs (${resolved.doneTtlMs}) must be ≥ leaseTtlMs (${resolved.leaseTtlMs})`);
+    }
   }
+  // The consumer's own TTLs (the policy's defaults when it sets none) and each type's, checked against the policy.
+  const ttls = new ConsumerTtls(options.name, { leaseTtlMs: options.leaseTtlMs, doneTtlMs: options.doneTtlMs }, options.ttlPolicy, options.typeTtls);
+  Object.assign(resolved, { ttls, leaseTtlMs: ttls.base.leaseTtlMs, doneTtlMs: ttls.base.doneTtlMs });
   checkInt('concurrency', resolved.concurrency, 1, 10_000);
   checkInt('maxAttempts', resolved.maxAttempts, 1, 1000);
   checkInt('claimRetries', resolved.claimRetries, 0, 100);
@@ -184,9 +212,9 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
     throw new ConfigurationError('observers must be an array of ConsumerObserver objects');
   }
   const horizonMs = retryHorizonMs(resolved);
-  if (resolved.doneTtlMs < horizonMs) {
+  if (ttls.shortestDoneTtlMs < horizonMs) {
     resolved.logger.warn(
-      { consumer: resolved.name, doneTtlMs: resolved.doneTtlMs, retryHorizonMs: horizonMs },
+      { consumer: resolved.name, doneTtlMs: ttls.shortestDoneTtlMs, retryHorizonMs: horizonMs },
       'doneTtlMs is shorter than the retry horizon (longest time from first delivery to dead-letter through retries and busy requeues): a copy of a message still being retried may outlive the committed record and repeat its effect; raise doneTtlMs',
     );
   }

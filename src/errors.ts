@@ -20,6 +20,8 @@ export type TwophaseErrorCode =
   | 'PERMANENT_HANDLER'
   | 'TIMEOUT'
   | 'SHUTDOWN'
+  | 'IN_PROGRESS'
+  | 'PREVIOUS_ATTEMPT_FAILED'
   // Adapters add codes of their own (BROKER_UNAVAILABLE, STALE_DELIVERY, …).
   | (string & {});
 
@@ -155,6 +157,38 @@ export class TimeoutError extends TwophaseError {
 export class ShutdownError extends TwophaseError {
   constructor(message = 'consumer is shutting down') {
     super('SHUTDOWN', message, { retriable: true });
+  }
+}
+
+/**
+ * `runOnce`: another caller holds the key's lease (its run is still going), and it did not finish
+ * within the call's `waitMs`. Retriable: ask again later (an HTTP layer answers 409 Conflict).
+ */
+export class InProgressError extends TwophaseError {
+  constructor(
+    readonly key: string,
+    /** How long this call waited for the other run, ms (0 when it did not wait). */
+    readonly waitedMs: number,
+  ) {
+    super('IN_PROGRESS', `"${key}" is being run by another caller${waitedMs > 0 ? ` (waited ${waitedMs} ms)` : ''}; try again later`, { retriable: true });
+  }
+}
+
+/**
+ * `runOnce`: an earlier run of the key failed under `onFailure: 'record'`, or ended without
+ * settling (its process crashed, its lease was lost), so its effect may be partly applied. The
+ * function is not run again until a call passes `retry: true`. Not retriable as is.
+ */
+export class PreviousAttemptFailedError extends TwophaseError {
+  constructor(
+    readonly key: string,
+    /** Acquisitions of the key before this call (earlier blocked calls included). */
+    readonly previousAttempts: number,
+  ) {
+    super(
+      'PREVIOUS_ATTEMPT_FAILED',
+      `an earlier run of "${key}" failed or did not finish (${previousAttempts} earlier attempt${previousAttempts === 1 ? '' : 's'}); its effect may be partly applied, so it is run again only when the call passes retry: true`,
+    );
   }
 }
 

@@ -37,5 +37,9 @@ export {
   DEFAULT_RETRY_BACKOFF,
   DEFAULT_CLAIM_BACKOFF,
 } from './consumer-options';
-export { ConsumerBase, type ConsumerHealth, type ConsumerState } from './consumer-base';
+export { ConsumerBase, type ConsumerDescription, type ConsumerHealth, type ConsumerState } from './consumer-base';
+export { TtlPolicy, type TtlPolicyOptions, type TypeTtl, type TypeTtls, type DeliveryView, type EffectiveTtl } from './ttl-policy';
 export { runConsumers, EXIT_MARGIN_MS, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer, type ShutdownStep } from './runner';
+export { runOnce, type RunOnceContext, type RunOnceResult } from './run-once';
+export { type RunOnceOptions, type FailurePolicy, RUN_ONCE_DEFAULTS } from './run-once-options';
+export { runOnceKey, RUN_ONCE_KEY_PREFIX, type RunOnceScope } from './run-once-key';

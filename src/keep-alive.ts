@@ -33,6 +33,9 @@ export interface KeptLease {
 
 interface Entry extends KeptLease {
   readonly receipt: Receipt;
+  /** Lease requested on each extend, and time between extends, ms. */
+  readonly leaseTtlMs: number;
+  readonly intervalMs: number;
   readonly callbacks: KeptLeaseCallbacks;
   dueAt: number;
   inFlight: Promise<void> | undefined;
@@ -45,14 +48,18 @@ export class LeaseKeeper {
   private readonly tickMs: number;
 
   /**
-   * @param leaseTtlMs lease length requested on each extend, ms
+   * @param leaseTtlMs lease length requested on each extend, ms (unless `keep` is given another)
    * @param intervalMs time between extends of one lease, ms
+   * @param shortestLeaseTtlMs the shortest lease `keep` will be given, ms, when leases differ
+   *   (per message type TTLs): the timer ticks often enough for it. Default `leaseTtlMs`.
    */
   constructor(
     private readonly leaseTtlMs: number,
     private readonly intervalMs: number,
+    shortestLeaseTtlMs: number = leaseTtlMs,
   ) {
-    this.tickMs = Math.max(1, Math.floor(intervalMs / 4));
+    const shortestIntervalMs = shortestLeaseTtlMs < leaseTtlMs ? Math.max(1, Math.floor(shortestLeaseTtlMs / 3)) : intervalMs;
+    this.tickMs = Math.max(1, Math.floor(Math.min(intervalMs, shortestIntervalMs) / 4));
   }
 
   /** Stops the timer at once (used at shutdown); leases still kept are no longer extended. */
@@ -66,13 +73,19 @@ export class LeaseKeeper {
     return this.entries.size;
   }
 
-  /** Starts extending `receipt` until the returned handle is stopped. */
-  keep(receipt: Receipt, callbacks: KeptLeaseCallbacks): KeptLease {
+  /**
+   * Starts extending `receipt` until the returned handle is stopped: to `leaseTtlMs` (default the
+   * keeper's) every `leaseTtlMs / 3` (the keeper's interval for its own lease length).
+   */
+  keep(receipt: Receipt, callbacks: KeptLeaseCallbacks, leaseTtlMs: number = this.leaseTtlMs): KeptLease {
     const entries = this.entries;
+    const intervalMs = leaseTtlMs === this.leaseTtlMs ? this.intervalMs : Math.max(1, Math.floor(leaseTtlMs / 3));
     const entry: Entry = {
       receipt,
+      leaseTtlMs,
+      intervalMs,
       callbacks,
-      dueAt: performance.now() + this.intervalMs,
+      dueAt: performance.now() + intervalMs,
       inFlight: undefined,
       stopped: false,
       stop: () => {
@@ -106,7 +119,7 @@ export class LeaseKeeper {
     const now = performance.now();
     for (const entry of this.entries) {
       if (entry.inFlight || entry.dueAt > now) continue;
-      entry.dueAt = now + this.intervalMs;
+      entry.dueAt = now + entry.intervalMs;
       entry.inFlight = this.extend(entry).finally(() => {
         entry.inFlight = undefined;
       });
@@ -115,7 +128,7 @@ export class LeaseKeeper {
 
   private async extend(entry: Entry): Promise<void> {
     try {
-      await entry.receipt.extend(this.leaseTtlMs);
+      await entry.receipt.extend(entry.leaseTtlMs);
       if (!entry.stopped) entry.callbacks.onExtended?.();
     } catch (error) {
       if (entry.stopped) return;

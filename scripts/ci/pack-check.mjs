@@ -48,7 +48,7 @@ const settings = onlyArg >= 0 ? args[onlyArg + 1].split(',') : Object.keys(SETTI
 for (const s of settings) if (!SETTINGS[s]) fail(`unknown setting "${s}" (known: ${Object.keys(SETTINGS).join(', ')})`);
 
 /** Packages the examples import besides twophase and the peer clients, at the repository's versions. */
-const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetry/sdk-metrics', '@opentelemetry/sdk-trace-base'];
+const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetry/sdk-metrics', '@opentelemetry/sdk-trace-base', 'express', '@types/express'];
 /** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
 const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */

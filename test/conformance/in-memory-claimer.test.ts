@@ -1,6 +1,7 @@
 import { InMemoryClaimer, type InMemoryClaimerOptions } from '../../src';
 import { type LeaseIdentity, type LeaseOutcome } from '../../src/adapter-kit';
-import { describeClaimerConformance } from './claimer-conformance';
+import { type ClaimerFactory, describeClaimerConformance } from './claimer-conformance';
+import { describeRunOnceConformance } from './run-once-conformance';
 import { ReplyFaults } from './reply-faults';
 
 /** The in-memory claimer with its store primitives wrapped: they act, then may lose their reply. */
@@ -21,7 +22,7 @@ class ReplyDroppingClaimer extends InMemoryClaimer {
   }
 }
 
-describeClaimerConformance('InMemoryClaimer (fake clock)', async () => {
+const fakeClock: ClaimerFactory = async () => {
   let t = 1_000;
   const claimer = new ReplyDroppingClaimer({ clock: { now: () => t } });
   return {
@@ -33,7 +34,10 @@ describeClaimerConformance('InMemoryClaimer (fake clock)', async () => {
     dropNextReply: (operation) => claimer.faults.dropNext(operation),
     cleanup: async () => undefined,
   };
-});
+};
+
+describeClaimerConformance('InMemoryClaimer (fake clock)', fakeClock);
+describeRunOnceConformance('InMemoryClaimer (fake clock)', fakeClock);
 
 describeClaimerConformance('InMemoryClaimer (real monotonic clock)', async () => {
   const claimer = new ReplyDroppingClaimer();

@@ -13,7 +13,7 @@ import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { createOtelObserver } from '../../adapters/otel';
 import { RabbitMqPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
-import { ConfigurationError, InMemoryClaimer, runConsumers } from '../../src';
+import { ConfigurationError, InMemoryClaimer, runConsumers, TtlPolicy } from '../../src';
 import { checkKnownOptions, closestName } from '../../src/adapter-kit';
 import { FnConsumer, fastOptions } from './helpers';
 
@@ -84,6 +84,13 @@ describe('ConsumerBase options', () => {
     expect(() => new FnConsumer({ ...fastOptions(claimer), deployment: { replicas } } as never, handler)).toThrow(
       `deployment.replicas must be an integer ≥ 1, got ${printed}`,
     );
+  });
+
+  it('refuses unknown names in ttlPolicy, typeTtls and a type\'s TTLs, and the misspelt option names themselves', () => {
+    refused(() => new TtlPolicy({ maxDoneTtl: 1 } as never), 'maxDoneTtl', 'maxDoneTtlMs');
+    refused(() => new FnConsumer({ ...fastOptions(claimer), ttlPolcy: new TtlPolicy() } as never, handler), 'ttlPolcy', 'ttlPolicy');
+    refused(() => new FnConsumer({ ...fastOptions(claimer), typeTtls: { typeOf: () => undefined, type: {} } } as never, handler), 'type', 'types');
+    refused(() => new FnConsumer({ ...fastOptions(claimer), typeTtls: { typeOf: () => undefined, types: { a: { doneTtl: 1 } } } } as never, handler), 'doneTtl', 'doneTtlMs');
   });
 
   it('accepts every documented option', () => {

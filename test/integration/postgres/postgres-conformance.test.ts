@@ -5,7 +5,8 @@
  */
 import { InvalidKeyError } from '../../../src';
 import { PostgresClaimer } from '../../../adapters/postgres';
-import { describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { type ClaimerFactory, describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { describeRunOnceConformance } from '../../conformance/run-once-conformance';
 import { describeWithServices } from '../../support/services';
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { freshSchema, type SchemaFixture } from './support/pg-helpers';
@@ -14,13 +15,15 @@ import { replyDroppingPool } from './support/reply-dropping-pool';
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
-  describeClaimerConformance('PostgresClaimer, platform inbox', async () => {
+  const platform: ClaimerFactory = async () => {
     const f = await freshSchema('conf');
     const faults = new ReplyFaults();
     const claimer = new PostgresClaimer({ pool: replyDroppingPool(f.pool, faults) }, { schema: f.schema });
     await claimer.ready();
     return { claimer, leaseTtlMs: 1000, advance: sleep, dropNextReply: (operation) => faults.dropNext(operation), cleanup: () => f.cleanup() };
-  });
+  };
+  describeClaimerConformance('PostgresClaimer, platform inbox', platform);
+  describeRunOnceConformance('PostgresClaimer, platform inbox', platform);
 
   describeClaimerConformance('PostgresClaimer, tenant inbox', async () => {
     const f = await freshSchema('conft');

@@ -8,7 +8,8 @@
 import type Redis from 'ioredis';
 import { RedisClaimer, type RedisClaimerOptions } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { type ClaimerFactory, describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { describeRunOnceConformance } from '../../conformance/run-once-conformance';
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { replyDroppingClient } from './support/reply-dropping-client';
 import {
@@ -45,7 +46,7 @@ describeWithServices(['redis'], 'RedisClaimer conformance on 127.0.0.1:6379', ()
           expect(await connectionProtocol(client)).toBe(protocol);
         });
 
-        describeClaimerConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, async () => {
+        const factory: ClaimerFactory = async () => {
           client ??= await variant.client(protocol);
           const prefix = uniquePrefix('conf');
           const faults = new ReplyFaults();
@@ -61,7 +62,9 @@ describeWithServices(['redis'], 'RedisClaimer conformance on 127.0.0.1:6379', ()
               await deleteMatching(client!, `${prefix}:*`);
             },
           };
-        });
+        };
+        describeClaimerConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, factory);
+        describeRunOnceConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, factory);
       });
     }
   });

@@ -1,0 +1,79 @@
+/**
+ * runOnce on the PostgreSQL claimer: in transactional mode `fn` gets the claim's transaction, so
+ * its writes commit with the key or roll back with a failure; in standalone mode the failure
+ * policies leave the inbox statuses `failed_retryable` (record) and `failed_permanent` (release).
+ */
+import type { PoolClient } from 'pg';
+import { PreviousAttemptFailedError, runOnce, type RunOnceOptions } from '../../../src';
+import { PostgresClaimer } from '../../../adapters/postgres';
+import { describeWithServices } from '../../support/services';
+import { silentLogger } from '../redis/support/redis-helpers';
+import { freshSchema, type SchemaFixture } from './support/pg-helpers';
+
+describeWithServices(['postgres'], 'runOnce on PostgreSQL', () => {
+  let f: SchemaFixture;
+  beforeEach(async () => {
+    f = await freshSchema('runonce');
+    await f.pool.query(`CREATE TABLE ${f.schema}.effects (job text NOT NULL, fencing bigint NOT NULL)`);
+  });
+  afterEach(async () => {
+    await f.cleanup();
+  });
+
+  function options(mode: 'transactional' | 'standalone', key: string): RunOnceOptions {
+    return {
+      claimer: new PostgresClaimer({ pool: f.pool, logger: silentLogger }, { schema: f.schema, mode }),
+      scope: { operation: 'nightly-report', tenant: 'acme' },
+      key,
+      leaseTtlMs: 5000,
+      doneTtlMs: 60_000,
+    };
+  }
+
+  async function effects(job: string): Promise<number> {
+    const r = await f.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${f.schema}.effects WHERE job = $1`, [job]);
+    return Number(r.rows[0]!.n);
+  }
+
+  test('transactional: fn writes through context.transaction; the row commits with the key; a repeat replays', async () => {
+    const write = async ({ transaction, fencingToken }: { transaction: PoolClient; fencingToken: number }) => {
+      await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ($1, $2)`, ['2026-12-01', fencingToken]);
+      return { rows: 1 };
+    };
+    const first = await runOnce<{ rows: number }, PoolClient>(options('transactional', '2026-12-01'), write);
+    const again = await runOnce<{ rows: number }, PoolClient>(options('transactional', '2026-12-01'), write);
+    expect(first).toMatchObject({ status: 'ran', committed: true, result: { rows: 1 } });
+    expect(again).toMatchObject({ status: 'replayed', result: { rows: 1 } });
+    expect(await effects('2026-12-01')).toBe(1);
+  });
+
+  test('transactional: a failure after a write rolls the write back with the claim; the failure stays recorded', async () => {
+    await expect(
+      runOnce<null, PoolClient>(options('transactional', 'd2'), async ({ transaction }) => {
+        await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ('d2', 1)`);
+        throw new Error('report generator crashed');
+      }),
+    ).rejects.toThrow('report generator crashed');
+    expect(await effects('d2')).toBe(0);
+    await expect(runOnce(options('transactional', 'd2'), () => null)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
+    const retried = await runOnce<null, PoolClient>({ ...options('transactional', 'd2'), retry: true }, async ({ transaction }) => {
+      await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ('d2', 2)`);
+      return null;
+    });
+    expect(retried).toMatchObject({ status: 'ran', committed: true });
+    expect(await effects('d2')).toBe(1);
+  });
+
+  test("standalone: 'record' leaves failed_retryable and blocks; 'release' leaves failed_permanent and the next call is attempt 1", async () => {
+    const status = async () => (await f.pool.query<{ status: string; attempt: number }>(`SELECT status, attempt FROM ${f.schema}.twophase_inbox`)).rows;
+    await expect(runOnce(options('standalone', 'r1'), () => Promise.reject(new Error('x')))).rejects.toThrow('x');
+    expect(await status()).toEqual([{ status: 'failed_retryable', attempt: 1 }]);
+    await expect(runOnce(options('standalone', 'r1'), () => 1)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
+
+    await f.pool.query(`DELETE FROM ${f.schema}.twophase_inbox`);
+    await expect(runOnce({ ...options('standalone', 'r2'), onFailure: 'release' }, () => Promise.reject(new Error('y')))).rejects.toThrow('y');
+    expect(await status()).toEqual([{ status: 'failed_permanent', attempt: 1 }]);
+    await expect(runOnce(options('standalone', 'r2'), () => 2)).resolves.toMatchObject({ status: 'ran', attempt: 1, result: 2 });
+    expect(await status()).toEqual([{ status: 'completed', attempt: 1 }]);
+  });
+});
