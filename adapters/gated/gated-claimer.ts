@@ -74,6 +74,8 @@ export interface GatedClaimerStats {
 export class GatedClaimer implements Claimer {
   /** The truth's kind (`distributed` for a PostgresClaimer). */
   readonly kind: ClaimerKind;
+  /** The truth's: true when the handler's effect goes through the truth's transaction (`failOpen` is then refused). */
+  readonly transactional: boolean;
 
   private readonly gate: Claimer;
   private readonly truth: Claimer;
@@ -125,6 +127,7 @@ export class GatedClaimer implements Claimer {
     this.truth = resolved.truth;
     this.logger = resolved.logger;
     this.kind = this.truth.kind;
+    this.transactional = this.truth.transactional === true;
     this.window = new GateWindow(this.options.gateRetryMs, resolved.clock, this.logger);
   }
 

@@ -6,6 +6,7 @@
  */
 import { Pool } from 'pg';
 import { ack, ConfigurationError, InMemoryClaimer, type HandlerContext, type JsonValue, type Receipt, TwophaseError } from '../../src';
+import { GatedClaimer } from '../../adapters/gated';
 import { PostgresClaimer } from '../../adapters/postgres';
 import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 
@@ -91,5 +92,15 @@ describe('failOpen with a transactional claimer', () => {
     expect(standalone.transactional).toBe(false);
     expect(() => new FnConsumer({ ...fastOptions(transactional), failOpen: true }, async () => ack())).toThrow(ConfigurationError);
     expect(() => new FnConsumer({ ...fastOptions(standalone), failOpen: true }, async () => ack())).not.toThrow();
+  });
+
+  test('GatedClaimer takes its truth\'s transactional flag: failOpen refused in front of a transactional truth', () => {
+    const pool = new Pool({ host: '127.0.0.1', port: 1 });
+    const gated = (truth: PostgresClaimer) => new GatedClaimer({ gate: new InMemoryClaimer(), truth });
+    expect(gated(new PostgresClaimer({ pool }, { mode: 'transactional' })).transactional).toBe(true);
+    expect(gated(new PostgresClaimer({ pool })).transactional).toBe(false);
+    expect(() => new FnConsumer({ ...fastOptions(gated(new PostgresClaimer({ pool }, { mode: 'transactional' }))), failOpen: true }, async () => ack())).toThrow(
+      /failOpen cannot be used with a transactional claimer/,
+    );
   });
 });
