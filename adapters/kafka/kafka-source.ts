@@ -72,6 +72,8 @@ export interface KafkaSourceStats {
   preclaimReleased: number;
   /** Requeues handled in place (pause, wait, dispatch again). */
   requeuedInPlace: number;
+  /** Second settles of one dispatch that were ignored (only the first one counts). */
+  repeatedSettlesIgnored: number;
   /** Successful offset commits, and failed ones (rebalance, unknown member, broker errors). */
   commits: number;
   commitFailures: number;
@@ -128,6 +130,7 @@ export class KafkaSource implements MessageSource {
     preclaimed: 0,
     preclaimReleased: 0,
     requeuedInPlace: 0,
+    repeatedSettlesIgnored: 0,
     commits: 0,
     commitFailures: 0,
     groupJoins: 0,

@@ -54,10 +54,23 @@ export class MemorySource implements MessageSource {
   private toDelivery(d: MemoryDelivery): Delivery {
     const broker = this.options.broker;
     const tag = d.consumerTag;
+    // Each delivery settles at most once: only the first call reaches the broker, a repeat is
+    // ignored (as the RabbitMQ and Kafka sources do), never an unknown-tag error.
+    let settled = false;
+    const once = (action: () => void): Promise<void> => {
+      if (settled) return Promise.resolve();
+      settled = true;
+      try {
+        action();
+        return Promise.resolve();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    };
     const settler: Settler = {
-      ack: async () => broker.ack(tag, d.deliveryTag),
-      requeue: async (delayMs) => broker.requeue(tag, d.deliveryTag, delayMs),
-      reject: async (info) => broker.reject(tag, d.deliveryTag, { ...info }),
+      ack: () => once(() => broker.ack(tag, d.deliveryTag)),
+      requeue: (delayMs) => once(() => broker.requeue(tag, d.deliveryTag, delayMs)),
+      reject: (info) => once(() => broker.reject(tag, d.deliveryTag, { ...info })),
     };
     return {
       body: d.message.body,
