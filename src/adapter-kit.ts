@@ -19,3 +19,4 @@ export type { DeliverySink, PreparedClaim, SourceStartOptions } from './source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
 export { truncateErrorMessage, errorType } from './settlement';
 export { Semaphore } from './semaphore';
+export { type AdapterSurface, AdapterEvents } from './adapter-surface';
