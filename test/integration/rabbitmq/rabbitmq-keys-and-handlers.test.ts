@@ -46,7 +46,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis: keys from foreign
     for (const bytes of [[0xff, 0x41], [0xfe, 0x41], [0xc3, 0x28], [0xff, 0x41]]) {
       await h.admin.publish('', queue, { bytes }, { headers: { 'idempotency-key': Buffer.from(bytes) } });
     }
-    await waitFor(() => source.stats().acks === 4, { what: 'all 4 deliveries acked' });
+    await waitFor(() => source.stats.acks === 4, { what: 'all 4 deliveries acked' });
     expect(effects.keys).toBe(3);
     expect(effects.duplicated()).toEqual([]);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
@@ -60,7 +60,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis: keys from foreign
     await consumer.start();
     await h.admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'pay-é-7' } });
     await h.admin.publish('', queue, { n: 2 }, { headers: { 'idempotency-key': Buffer.from('pay-é-7', 'utf8') } });
-    await waitFor(() => source.stats().acks === 2, { what: 'both deliveries acked' });
+    await waitFor(() => source.stats.acks === 2, { what: 'both deliveries acked' });
     expect(effects.keys).toBe(1);
     expect(effects.count('test:pay-é-7')).toBe(1);
   });

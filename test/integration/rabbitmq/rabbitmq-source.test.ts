@@ -28,12 +28,12 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     for (let i = 0; i < 20; i++) {
       for (let copy = 0; copy < 3; copy++) await h.admin.publish('', queue, { i }, { messageId: `m-${i}`, headers: { 'idempotency-key': `k-${i}` } });
     }
-    await waitFor(() => source.stats().acks === 60, { what: 'all 60 deliveries acked' });
+    await waitFor(() => source.stats.acks === 60, { what: 'all 60 deliveries acked' });
     expect(effects.keys).toBe(20);
     expect(effects.duplicated()).toEqual([]);
     expect(await h.admin.messageCount(queue)).toBe(0);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
-    expect(source.stats().generation).toBe(1);
+    expect(source.stats.generation).toBe(1);
   });
 
   test('batchClaims: deliveries of one turn are claimed with one claimBatch call; duplicates still give one effect', async () => {
@@ -54,7 +54,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     for (let i = 0; i < 100; i++) await h.admin.publish('', queue, { i }, { messageId: `b-${i % 40}` });
     const consumer = h.consumer({ source, claimer, concurrency: 50 }, applying(effects));
     await consumer.start();
-    await waitFor(() => effects.keys === 40 && source.stats().acks === 100, { what: 'all processed' });
+    await waitFor(() => effects.keys === 40 && source.stats.acks === 100, { what: 'all processed' });
     await waitFor(async () => (await h.admin.messageCount(queue)) === 0, { what: 'queue drained' });
     expect(effects.duplicated()).toEqual([]);
     expect(batches).toBeGreaterThan(0);
@@ -105,8 +105,8 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     expect(String(headers[HEADERS.errorMessage])).toMatch(/^boom x+/);
     expect(dead!.properties.messageId).toBe('poison-1');
     expect(JSON.parse(dead!.content.toString())).toEqual({ order: 1 });
-    expect(source.stats().requeues.retry).toBe(2);
-    expect(source.stats().rejects).toBe(1);
+    expect(source.stats.requeues.retry).toBe(2);
+    expect(source.stats.rejects).toBe(1);
     expect(await h.admin.messageCount(queue)).toBe(0);
   });
 
@@ -154,17 +154,17 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { n: 1 }, { messageId: 'same' });
-    await waitFor(() => source.stats().deliveries === 1, { what: 'first delivery' });
+    await waitFor(() => source.stats.deliveries === 1, { what: 'first delivery' });
     await h.admin.publish('', queue, { n: 1 }, { messageId: 'same' });
     // maxAttempts 1: if busy counted as an attempt, the copy would be dead-lettered.
-    await waitFor(() => source.stats().requeues.busy >= 3, { what: 'several busy requeues' });
+    await waitFor(() => source.stats.requeues.busy >= 3, { what: 'several busy requeues' });
     const copies = await h.admin.messageCount(queue);
     expect(copies).toBeLessThanOrEqual(1);
     release.open();
-    await waitFor(() => source.stats().acks === 2, { what: 'original committed and copy acked as duplicate' });
+    await waitFor(() => source.stats.acks === 2, { what: 'original committed and copy acked as duplicate' });
     expect(effects.count('test:same')).toBe(1);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
-    expect(source.stats().requeues.retry).toBe(0);
+    expect(source.stats.requeues.retry).toBe(0);
   });
 
   test('requeue(delay) picks the nearest delay tier and the attempt count travels in the header', async () => {
@@ -178,7 +178,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { a: 1 }, { messageId: 'd-1' });
-    await waitFor(() => seen.length === 3 && source.stats().acks === 1, { what: 'three runs' });
+    await waitFor(() => seen.length === 3 && source.stats.acks === 1, { what: 'three runs' });
     expect(seen.map((s) => s.attempt)).toEqual([1, 2, 3]);
     expect(seen.map((s) => s.prior)).toEqual([undefined, 1, 2]);
     expect(seen[1]!.at - seen[0]!.at).toBeGreaterThanOrEqual(450);
@@ -259,11 +259,11 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     for (let i = 0; i < 10; i++) await h.admin.publish('', queue, { i }, { messageId: `p-${i}` });
-    await waitFor(() => source.stats().deliveries === 3, { what: 'three deliveries' });
+    await waitFor(() => source.stats.deliveries === 3, { what: 'three deliveries' });
     await waitFor(async () => (await h.admin.messageCount(queue)) === 7, { what: 'seven left in the queue (not prefetched)' });
-    expect(source.stats().deliveries).toBe(3);
+    expect(source.stats.deliveries).toBe(3);
     started.open();
-    await waitFor(() => source.stats().acks === 10, { what: 'all acked' });
+    await waitFor(() => source.stats.acks === 10, { what: 'all acked' });
     expect(maxRunning).toBe(3);
   });
 });
