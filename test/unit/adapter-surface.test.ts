@@ -3,10 +3,14 @@
  * options in force), `stats` (a fresh snapshot on each read) and `on(listener)` returning a
  * remover. Built without connecting: the constructors open nothing.
  */
+import Redis from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
+import { Pool } from 'pg';
 import { KafkaSource } from '../../adapters/kafka';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
+import { PostgresClaimer } from '../../adapters/postgres';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
+import { RedisClaimer } from '../../adapters/redis';
 import { type Logger, silentLogger } from '../../src';
 import { AdapterEvents, type AdapterSurface } from '../../src/adapter-kit';
 
@@ -58,4 +62,13 @@ describe('AdapterEvents', () => {
     expect(seen).toEqual(['a']);
     expect(warnings).toEqual(['twophase/test: event listener threw; ignored', 'twophase/test: event listener threw; ignored']);
   });
+});
+
+test('the store adapters name their resolved options settings too', async () => {
+  const pool = new Pool({ max: 1 });
+  expect(new PostgresClaimer({ pool }).settings.mode).toBe('standalone');
+  await pool.end();
+  const redis = new Redis({ lazyConnect: true });
+  expect(typeof new RedisClaimer({ redis }).settings).toBe('object');
+  redis.disconnect();
 });
