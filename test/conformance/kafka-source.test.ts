@@ -22,11 +22,13 @@ describeWithServices(['kafka'], 'KafkaSource conformance on 127.0.0.1:9092', () 
   });
 
   /** Reads every record of `topic` (one partition) up to its high watermark. */
-  async function readAll(fixture: TopicFixture, topic: string): Promise<ReadDeadLetter[]> {
+  async function readAll(fixture: TopicFixture, topic: string, groups: string[]): Promise<ReadDeadLetter[]> {
     const high = Number((await fixture.highWatermarks(topic))[0] ?? '0');
     if (high === 0) return [];
     const read: ReadDeadLetter[] = [];
-    const reader = kafka.consumer({ groupId: unique('conf-dlq-reader'), ...FAST_GROUP });
+    const groupId = unique('conf-dlq-reader');
+    groups.push(groupId);
+    const reader = kafka.consumer({ groupId, ...FAST_GROUP });
     await reader.connect();
     try {
       await reader.subscribe({ topics: [topic], fromBeginning: true });
@@ -46,18 +48,23 @@ describeWithServices(['kafka'], 'KafkaSource conformance on 127.0.0.1:9092', () 
     const fixture = new TopicFixture(kafka);
     const topic = await fixture.create('src-conf', 1);
     const groupId = unique('src-conf-group');
+    const groups = [groupId];
     return {
       createSource: () => fastSource(kafka, { topics: [topic], groupId }),
       publish: async (body) => {
         await producer.send({ topic, messages: [{ value: body }] });
       },
-      deadLetters: () => readAll(fixture, `${topic}.dlq`),
+      deadLetters: () => readAll(fixture, `${topic}.dlq`, groups),
       // Stops fetching and leaves the group without committing anything.
       crash: (source: MessageSource) => (source as KafkaSource).crash(),
       requeueDelayMs: 500,
       flagsRedelivery: false,
       deliveryTimeoutMs: 30_000,
-      cleanup: () => fixture.destroy(),
+      cleanup: async () => {
+        const admin = await fixture.connect();
+        await admin.deleteGroups(groups).catch(() => undefined);
+        await fixture.destroy();
+      },
     };
   });
 });
