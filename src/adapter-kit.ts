@@ -20,3 +20,4 @@ export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer
 export type { ConsumerTtls } from './ttl-policy';
 export { truncateErrorMessage, errorType } from './settlement';
 export { Semaphore } from './semaphore';
+export { type AdapterSurface, AdapterEvents } from './adapter-surface';

@@ -12,7 +12,7 @@
  * - **Offsets.** A record's offset is resolved only when it settled (claim committed and acked,
  *   a done duplicate, or written to the dead-letter topic). Commits carry the end of the
  *   contiguous settled prefix of each partition, every `commitIntervalMs`, when the group starts
- *   rebalancing, and at shutdown.
+ *   rebalancing, and at shutdown ({@link OffsetCommitter}, offset-committer.ts).
  * - **Ownership.** Kafka's classic group protocol checks the generation of an OffsetCommit but not
  *   which member owns the partition (KIP-62 era coordinator; kafkajs issue #1046): a member that
  *   rejoined could commit a partition that moved to another member. Each group join therefore
@@ -28,78 +28,44 @@
  *   the partition's fetching, wait, and dispatch the same record again; the core counts attempts
  *   and dead-letters at `maxAttempts`. Nothing after the record runs meanwhile.
  * - **Dead letters.** A reject writes the record to `<topic>.dlq` (acks = all) with headers naming
- *   the original topic, partition, offset, reason and attempts, and only then settles the offset.
+ *   the original topic, partition, offset, reason and attempts, and only then settles the offset
+ *   ({@link DeadLetterWriter}, dead-letter-writer.ts; the topics are checked at start by
+ *   dead-letter-topics.ts).
+ *
+ * This file is the façade: lifecycle (start, stopIntake, close, crash), group generations and the
+ * partition workers; the jobs above live in their own units.
  */
 import {
   ConfigurationError,
   type Logger,
   type MessageSource,
-  type RejectInfo,
   ShutdownError,
 } from '../../src';
 import {
-  backoffDelay,
+  AdapterEvents,
+  type AdapterSurface,
   checkKnownOptions,
   type DeliverySink,
-  sleep,
   type SourceStartOptions,
   Semaphore,
 } from '../../src/adapter-kit';
 import type { Kafka } from 'kafkajs';
-import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition, TopicPartitionOffset } from './client';
-import { DeadLetterError, PartitionRevokedError } from './errors';
-import { deadLetterRecord } from './headers';
+import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, RecordProducer, TopicPartition } from './client';
+import { checkDeadLetterTopics } from './dead-letter-topics';
+import { DeadLetterWriter } from './dead-letter-writer';
+import type { KafkaSourceEvent, KafkaSourceStats } from './events';
 import { kafkajsClient } from './kafkajs-client';
 import { KAFKAJS_CONSUMER_DEFAULTS, type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
-import { offsetAbove, PartitionWorker, type WorkerHost } from './partition-worker';
+import { OffsetCommitter } from './offset-committer';
+import { PartitionWorker, type WorkerHost } from './partition-worker';
+
+export type { KafkaSourceEvent, KafkaSourceStats } from './events';
 
 /** What the source is given: a kafkajs `Kafka` (the caller creates and configures it) or any {@link KafkaClient}. */
 export type KafkaSourceDependencies = { readonly kafka: Kafka } | { readonly client: KafkaClient };
 
 /** Lifecycle of a source. */
 export type KafkaSourceState = 'created' | 'starting' | 'running' | 'stopping' | 'closed' | 'crashed';
-
-/** Counters since construction; read through {@link KafkaSource.stats}. */
-export interface KafkaSourceStats {
-  /** Batches queued from the fetch loop. */
-  batches: number;
-  /** Records queued (a record fetched again before it settled is queued once). */
-  records: number;
-  /** Records settled: acked or dead-lettered. */
-  settled: number;
-  /** Claims made ahead of dispatch, and those released unused (stale, or dropped at a stop or rebalance). */
-  preclaimed: number;
-  preclaimReleased: number;
-  /** Requeues handled in place (pause, wait, dispatch again). */
-  requeuedInPlace: number;
-  /**
-   * Chunks whose shared transaction rolled back (a transactional claimer with per-chunk
-   * transactions, e.g. PostgresClaimer `transactionBatch: 'per-chunk'`); their unacknowledged
-   * records ran again one by one.
-   */
-  chunkRollbacks: number;
-  /** Successful offset commits, and failed ones (rebalance, unknown member, broker errors). */
-  commits: number;
-  commitFailures: number;
-  /** Group joins (the first one included). */
-  groupJoins: number;
-  /** Dead letters written, and failed writes (each retried until the record's partition is revoked). */
-  deadLettered: number;
-  deadLetterFailures: number;
-  /** Pause and resume requests sent to the client. */
-  pauses: number;
-  resumes: number;
-}
-
-/** Adapter events, for tests and operational logging. */
-export type KafkaSourceEvent =
-  | { readonly type: 'group_join'; readonly epoch: number; readonly memberId: string; readonly assignment: Readonly<Record<string, readonly number[]>> }
-  | { readonly type: 'rebalancing' }
-  | { readonly type: 'committed'; readonly offsets: readonly TopicPartitionOffset[] }
-  | { readonly type: 'commit_failed'; readonly offsets: readonly TopicPartitionOffset[]; readonly error: unknown }
-  | { readonly type: 'paused' | 'resumed'; readonly topic: string; readonly partition: number }
-  | { readonly type: 'dead_lettered'; readonly topic: string; readonly partition: number; readonly offset: string; readonly deadLetterTopic: string; readonly reason: string }
-  | { readonly type: 'crash'; readonly error: Error; readonly restart: boolean };
 
 interface Generation {
   readonly epoch: number;
@@ -122,7 +88,7 @@ const tp = (topic: string, partition: number): string => `${topic}\u0000${partit
  * await consumer.start();
  * ```
  */
-export class KafkaSource implements MessageSource {
+export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaSourceOptions, KafkaSourceStats, KafkaSourceEvent> {
   readonly system = 'kafka';
   private readonly options: ResolvedKafkaSourceOptions;
   private readonly client: KafkaClient;
@@ -134,6 +100,7 @@ export class KafkaSource implements MessageSource {
     preclaimed: 0,
     preclaimReleased: 0,
     requeuedInPlace: 0,
+    repeatedSettlesIgnored: 0,
     chunkRollbacks: 0,
     commits: 0,
     commitFailures: 0,
@@ -143,7 +110,7 @@ export class KafkaSource implements MessageSource {
     pauses: 0,
     resumes: 0,
   };
-  private readonly listeners = new Set<(event: KafkaSourceEvent) => void>();
+  private readonly events: AdapterEvents<KafkaSourceEvent>;
   private lifecycle: KafkaSourceState = 'created';
   private consumer: GroupConsumer | undefined;
   private producer: RecordProducer | undefined;
@@ -156,10 +123,9 @@ export class KafkaSource implements MessageSource {
   /** The last worker of each partition, of any generation: a new worker waits for it. */
   private readonly tails = new Map<string, Promise<void>>();
   private inFlight = 0;
-  private commitTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private flushing: Promise<boolean> | undefined;
-  private flushAgain: Promise<boolean> | undefined;
+  private readonly committer: OffsetCommitter;
+  private readonly deadLetters: DeadLetterWriter;
   private clientCrashed = false;
   private stopDeadline = Infinity;
   private readonly unsubscribe: Array<() => void> = [];
@@ -177,6 +143,35 @@ export class KafkaSource implements MessageSource {
     else throw new ConfigurationError('dependencies.kafka must be a kafkajs Kafka instance (or pass dependencies.client)');
     this.options = resolveKafkaSourceOptions(options);
     this.logger = this.options.logger;
+    this.events = new AdapterEvents('twophase/kafka', this.logger);
+    this.committer = new OffsetCommitter({
+      logger: this.logger,
+      groupId: this.options.groupId,
+      mayCommit: () => this.lifecycle !== 'crashed' && this.lifecycle !== 'closed' && this.lifecycle !== 'created',
+      generation: () => this.generation,
+      workers: () => this.workers,
+      committed: (offsets) => {
+        this.counters.commits++;
+        this.emit({ type: 'committed', offsets });
+      },
+      commitFailed: (offsets, error) => {
+        this.counters.commitFailures++;
+        this.emit({ type: 'commit_failed', offsets, error });
+      },
+    });
+    this.deadLetters = new DeadLetterWriter(this.options, {
+      logger: this.logger,
+      producer: () => this.producer,
+      crashed: () => this.lifecycle === 'crashed',
+      stopDeadline: () => (this.lifecycle === 'stopping' ? this.stopDeadline : undefined),
+      written: (worker, record, deadLetterTopic, info) => {
+        this.counters.deadLettered++;
+        this.emit({ type: 'dead_lettered', topic: worker.topic, partition: worker.partition, offset: record.offset, deadLetterTopic, reason: info.reason });
+      },
+      failed: () => {
+        this.counters.deadLetterFailures++;
+      },
+    });
   }
 
   /** The options in force, defaults applied. */
@@ -206,8 +201,7 @@ export class KafkaSource implements MessageSource {
 
   /** Adds a listener of adapter events; returns a function removing it. A throwing listener is logged and ignored. */
   on(listener: (event: KafkaSourceEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.events.on(listener);
   }
 
   /**
@@ -240,7 +234,7 @@ export class KafkaSource implements MessageSource {
     let producer: RecordProducer | undefined;
     let consumer: GroupConsumer | undefined;
     try {
-      await this.checkDeadLetterTopics();
+      await checkDeadLetterTopics(this.client, this.options, this.logger);
       stillStarting();
       producer = this.client.producer(this.options.producer);
       this.producer = producer;
@@ -269,8 +263,7 @@ export class KafkaSource implements MessageSource {
       await Promise.all([consumer?.disconnect().catch(() => undefined), producer?.disconnect().catch(() => undefined)]);
       throw error;
     }
-    this.commitTimer = setInterval(() => void this.flush(), this.options.commitIntervalMs);
-    this.commitTimer.unref();
+    this.committer.startInterval(this.options.commitIntervalMs);
     if (this.options.heartbeatWhileProcessing) {
       this.heartbeatTimer = setInterval(() => this.heartbeatIfBusy(), this.options.heartbeatIntervalMs);
       this.heartbeatTimer.unref();
@@ -299,10 +292,9 @@ export class KafkaSource implements MessageSource {
   async close(): Promise<void> {
     if (this.lifecycle === 'closed' || this.lifecycle === 'crashed') return;
     if (this.lifecycle === 'running' || this.lifecycle === 'starting') await this.stopIntake();
-    clearInterval(this.commitTimer);
-    this.commitTimer = undefined;
+    this.committer.stopInterval();
     await Promise.all([...this.workers.values()].map((w) => w.done));
-    await this.finalCommit();
+    await this.committer.finalCommit(this.options.finalCommitTimeoutMs);
     this.lifecycle = 'closed';
     this.stopTimers();
     await this.disconnectClients();
@@ -347,7 +339,7 @@ export class KafkaSource implements MessageSource {
       maxBufferedBytes: o.maxBufferedBytesPerPartition,
       unavailableBackoff: o.unavailableBackoff,
       setPaused: (worker, paused) => this.setPaused(worker, paused),
-      deadLetter: (worker, record, info) => this.deadLetter(worker, record, info),
+      deadLetter: (worker, record, info) => this.deadLetters.write(worker, record, info),
       dispatchStarted: () => {
         this.inFlight++;
       },
@@ -411,7 +403,7 @@ export class KafkaSource implements MessageSource {
     // The coordinator still accepts commits of the current generation while it prepares the
     // rebalance (Kafka's Java consumer commits in onPartitionsRevoked at this point): commit what
     // settled, so the partitions' next owners re-check fewer records.
-    void this.flush();
+    void this.committer.flush();
   }
 
   private onClientCrash(error: Error, restart: boolean): void {
@@ -463,101 +455,6 @@ export class KafkaSource implements MessageSource {
     this.counters.pauses++;
   }
 
-  private async deadLetter(worker: PartitionWorker, record: KafkaRecord, info: RejectInfo): Promise<void> {
-    const topic = this.options.deadLetterTopic(worker.topic);
-    const copy = deadLetterRecord(record, { topic: worker.topic, partition: worker.partition, groupId: this.options.groupId }, info, Date.now());
-    for (let attempt = 1; ; attempt++) {
-      if (worker.reason === 'revoked' || worker.reason === 'crashed' || this.lifecycle === 'crashed' || !this.producer) {
-        throw new PartitionRevokedError(worker.topic, worker.partition, record.offset);
-      }
-      try {
-        await this.producer.send({ topic, records: [copy], acks: -1, timeoutMs: this.options.deadLetterTimeoutMs });
-        this.counters.deadLettered++;
-        this.emit({ type: 'dead_lettered', topic: worker.topic, partition: worker.partition, offset: record.offset, deadLetterTopic: topic, reason: info.reason });
-        return;
-      } catch (error) {
-        this.counters.deadLetterFailures++;
-        if ((error as { retriable?: unknown } | undefined)?.retriable === false) {
-          // The broker refuses this record for good (for example MESSAGE_TOO_LARGE: the copy with
-          // the reason headers is over the dead-letter topic's max.message.bytes). Skipping it
-          // would lose it, so the partition keeps waiting, and says why loudly.
-          this.logger.error(
-            { err: error, topic, attempt, offset: record.offset, errorType: (error as { type?: unknown }).type },
-            'twophase/kafka: the dead-letter topic refuses this record and will until its configuration changes; the partition waits (nothing is skipped)',
-          );
-        } else {
-          this.logger.warn({ err: error, topic, attempt, offset: record.offset }, 'twophase/kafka: writing a dead letter failed; retrying (the partition waits)');
-        }
-        if (this.lifecycle === 'stopping' && Date.now() > this.stopDeadline) {
-          throw new DeadLetterError(topic, `dead letter of ${worker.topic}[${worker.partition}]@${record.offset} not written before the shutdown deadline`, { cause: error });
-        }
-        try {
-          await sleep(backoffDelay(this.options.deadLetterBackoff, attempt), worker.revokedSignal);
-        } catch {
-          // revoked while waiting: the loop's first check throws
-        }
-      }
-    }
-  }
-
-  /**
-   * Commits each current-generation partition's settled prefix, if it moved. One commit in
-   * flight at a time; a call during one runs once more after it.
-   */
-  private flush(): Promise<boolean> {
-    if (this.flushing) {
-      this.flushAgain ??= this.flushing.then(() => {
-        this.flushAgain = undefined;
-        return this.flush();
-      });
-      return this.flushAgain;
-    }
-    this.flushing = this.flushOnce().finally(() => {
-      this.flushing = undefined;
-    });
-    return this.flushing;
-  }
-
-  private async flushOnce(): Promise<boolean> {
-    if (this.lifecycle === 'crashed' || this.lifecycle === 'closed' || this.lifecycle === 'created') return true;
-    const generation = this.generation;
-    const controls = generation?.controls;
-    if (!generation || !controls) return true;
-    const due: Array<{ worker: PartitionWorker; offset: TopicPartitionOffset }> = [];
-    for (const [key, worker] of this.workers) {
-      const offset = worker.committable;
-      if (offset === undefined || offset === worker.committed) continue;
-      // Ownership is checked here, in the same synchronous step as the commit call below.
-      if (worker.epoch !== generation.epoch || !generation.owned.has(key)) continue;
-      due.push({ worker, offset: { topic: worker.topic, partition: worker.partition, offset } });
-    }
-    if (due.length === 0) return true;
-    const offsets = due.map((d) => d.offset);
-    try {
-      await controls.commit(offsets);
-    } catch (error) {
-      this.counters.commitFailures++;
-      this.logger.warn({ err: error, groupId: this.options.groupId, offsets }, 'twophase/kafka: offset commit failed; settled records are skipped as duplicates when delivered again');
-      this.emit({ type: 'commit_failed', offsets, error });
-      return false;
-    }
-    for (const { worker, offset } of due) {
-      if (worker.committed === undefined || offsetAbove(offset.offset, worker.committed)) worker.committed = offset.offset;
-    }
-    this.counters.commits++;
-    this.emit({ type: 'committed', offsets });
-    return true;
-  }
-
-  private async finalCommit(): Promise<void> {
-    const until = Date.now() + this.options.finalCommitTimeoutMs;
-    for (let attempt = 1; ; attempt++) {
-      const ok = await this.flush();
-      if (ok || Date.now() >= until) return;
-      await sleep(Math.min(200 * attempt, Math.max(0, until - Date.now())));
-    }
-  }
-
   private heartbeatIfBusy(): void {
     if (this.inFlight === 0 || this.lifecycle === 'crashed' || this.lifecycle === 'closed') return;
     const controls = this.generation?.controls;
@@ -568,43 +465,9 @@ export class KafkaSource implements MessageSource {
     });
   }
 
-  private async checkDeadLetterTopics(): Promise<void> {
-    if (this.options.deadLetterTopicCheck === 'none') return;
-    const admin = this.client.admin();
-    await admin.connect();
-    try {
-      const existing = new Set(await admin.listTopics());
-      // A missing source topic: subscribing would fail later with a protocol error naming no
-      // topic, and 'create' would make a dead-letter topic for a topic that is not there.
-      const absent = this.options.topics.filter((topic) => !existing.has(topic));
-      if (absent.length > 0) {
-        throw new ConfigurationError(
-          `source topic(s) missing: ${absent.map((t) => `"${t}"`).join(', ')}; create them first (for example kafka-topics.sh --create --topic ${absent[0]} ` +
-            "--partitions <n>). deadLetterTopicCheck: 'create' creates dead-letter topics only, never source topics",
-        );
-      }
-      const wanted = this.options.topics.map((topic) => ({ topic, dlq: this.options.deadLetterTopic(topic) }));
-      const missing = wanted.filter((w) => !existing.has(w.dlq));
-      if (missing.length === 0) return;
-      if (this.options.deadLetterTopicCheck === 'exists') {
-        throw new ConfigurationError(
-          `dead-letter topic(s) missing: ${missing.map((m) => `"${m.dlq}" (for "${m.topic}")`).join(', ')}; ` +
-            "create them, or set deadLetterTopicCheck: 'create' (or 'none' to skip this check)",
-        );
-      }
-      const sources = missing.map((m) => m.topic);
-      const counts = await admin.partitionCounts(sources);
-      await admin.createTopics(missing.map((m) => ({ topic: m.dlq, numPartitions: counts[m.topic] ?? 1 })));
-      this.logger.info({ topics: missing.map((m) => m.dlq) }, 'twophase/kafka: created dead-letter topics');
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
-  }
-
   private stopTimers(): void {
-    clearInterval(this.commitTimer);
+    this.committer.stopInterval();
     clearInterval(this.heartbeatTimer);
-    this.commitTimer = undefined;
     this.heartbeatTimer = undefined;
   }
 
@@ -621,12 +484,6 @@ export class KafkaSource implements MessageSource {
   }
 
   private emit(event: KafkaSourceEvent): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch (error) {
-        this.logger.warn({ err: error, event: event.type }, 'twophase/kafka: event listener threw; ignored');
-      }
-    }
+    this.events.emit(event);
   }
 }

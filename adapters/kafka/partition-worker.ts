@@ -71,7 +71,7 @@ export interface WorkerHost {
   dispatchStarted(): void;
   dispatchEnded(): void;
   /** Counters. */
-  count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace' | 'chunkRollbacks'): void;
+  count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace' | 'repeatedSettlesIgnored' | 'chunkRollbacks'): void;
 }
 
 /** How the pipeline settled one dispatch, recorded by the delivery's settler. */
@@ -90,6 +90,8 @@ class RecordSettler implements Settler {
   shared: SharedTransaction | undefined;
   private wake: ((result: DeliveryResult | undefined) => void) | undefined;
   private early = false;
+  /** True once a settle was called: a repeat is ignored (it would write a second dead letter). */
+  private called = false;
 
   constructor(
     private readonly worker: PartitionWorker,
@@ -98,6 +100,7 @@ class RecordSettler implements Settler {
   ) {}
 
   ack(): Promise<void> {
+    if (this.repeated()) return RESOLVED;
     const shared = this.shared;
     if (!shared) {
       this.settlement = ACK;
@@ -113,13 +116,24 @@ class RecordSettler implements Settler {
   }
 
   requeue(delayMs: number, info: RequeueInfo): Promise<void> {
+    if (this.repeated()) return RESOLVED;
     this.settlement = { kind: 'requeue', delayMs, cause: info.cause };
     return RESOLVED;
   }
 
   async reject(info: RejectInfo): Promise<void> {
+    if (this.repeated()) return;
     await this.host.deadLetter(this.worker, this.record, info);
     this.settlement = REJECT;
+  }
+
+  private repeated(): boolean {
+    if (!this.called) {
+      this.called = true;
+      return false;
+    }
+    this.host.count('repeatedSettlesIgnored');
+    return true;
   }
 
   handled(): void {

@@ -5,6 +5,6 @@
  * @module twophase/memory
  */
 export { MemoryBroker, UnknownDeliveryError, type MemoryMessageInput, type StoredMessage, type MemoryDelivery, type DeadLetter, type MemoryBrokerStats } from './memory-broker';
-export { MemorySource, type MemorySourceOptions } from './memory-source';
+export { MemorySource, type MemorySourceOptions, type MemorySourceStats, type MemorySourceEvent, type MemorySettleAction } from './memory-source';
 export { InMemoryClaimer, type InMemoryClaimerOptions } from '../../src';
 export { CrashableClaimer } from './crashable-claimer';

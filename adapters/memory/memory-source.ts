@@ -1,9 +1,30 @@
 /**
  * A MessageSource over the in-process {@link MemoryBroker}, for the demo and unit tests.
  */
-import { ConfigurationError, type Delivery, type MessageSource, type Settler } from '../../src';
-import { checkKnownOptions, type DeliverySink } from '../../src/adapter-kit';
+import { ConfigurationError, consoleWarnLogger, type Delivery, type MessageSource, type Settler } from '../../src';
+import { AdapterEvents, type AdapterSurface, checkKnownOptions, type DeliverySink } from '../../src/adapter-kit';
 import type { MemoryBroker, MemoryDelivery } from './memory-broker';
+
+/** Counters of one {@link MemorySource} since construction; read through `source.stats`. */
+export interface MemorySourceStats {
+  /** Deliveries handed to the pipeline. */
+  readonly deliveries: number;
+  /** Settles passed to the broker, by action (after `crash()` the broker ignores them and counts them in its `staleSettles`). */
+  readonly acks: number;
+  readonly requeues: number;
+  readonly rejects: number;
+  /** Second settles of one delivery that were ignored (only the first reaches the broker). */
+  readonly repeatedSettlesIgnored: number;
+}
+
+/** Events of a {@link MemorySource}, each `{ type, … }` as every adapter's. */
+export type MemorySourceEvent =
+  | { readonly type: 'subscribed'; readonly queue: string; readonly consumerTag: string }
+  | { readonly type: 'crashed'; readonly queue: string; readonly returned: number }
+  | { readonly type: 'repeated_settle'; readonly action: MemorySettleAction; readonly first: MemorySettleAction };
+
+/** A settle action of the in-process source. */
+export type MemorySettleAction = 'ack' | 'requeue' | 'reject';
 
 /** Options of {@link MemorySource}. */
 export interface MemorySourceOptions {
@@ -11,11 +32,13 @@ export interface MemorySourceOptions {
   readonly queue: string;
 }
 
-/** Consumes one queue of a {@link MemoryBroker}. */
-export class MemorySource implements MessageSource {
+/** Consumes one queue of a {@link MemoryBroker}. Operations surface as every adapter: `settings`, `stats`, `on(listener)`. */
+export class MemorySource implements MessageSource, AdapterSurface<Readonly<MemorySourceOptions>, MemorySourceStats, MemorySourceEvent> {
   readonly system = 'memory';
   private consumerTag: string | undefined;
   private crashed = false;
+  private readonly counters = { deliveries: 0, acks: 0, requeues: 0, rejects: 0, repeatedSettlesIgnored: 0 };
+  private readonly events = new AdapterEvents<MemorySourceEvent>('twophase/memory', consoleWarnLogger);
 
   /** @throws ConfigurationError for a missing broker or queue, or an unknown option name */
   constructor(private readonly options: MemorySourceOptions) {
@@ -24,10 +47,28 @@ export class MemorySource implements MessageSource {
     if (typeof options.queue !== 'string' || options.queue.length === 0) throw new ConfigurationError(`MemorySource options.queue must be a non-empty string, got ${JSON.stringify(options.queue)}`);
   }
 
+  /** The options in force (a copy). */
+  get settings(): Readonly<MemorySourceOptions> {
+    return { broker: this.options.broker, queue: this.options.queue };
+  }
+
+  /** A snapshot of the counters since construction. */
+  get stats(): MemorySourceStats {
+    return { ...this.counters };
+  }
+
+  /** Adds a listener of every source event; returns a function removing it. A throwing listener is logged and ignored. */
+  on(listener: (event: MemorySourceEvent) => void): () => void {
+    return this.events.on(listener);
+  }
+
   async start(sink: DeliverySink, { concurrency }: { readonly concurrency: number }): Promise<void> {
-    this.consumerTag = this.options.broker.consume(this.options.queue, concurrency, (d) => {
+    const consumerTag = this.options.broker.consume(this.options.queue, concurrency, (d) => {
+      this.counters.deliveries++;
       void sink.dispatch(this.toDelivery(d));
     });
+    this.consumerTag = consumerTag;
+    this.events.emit({ type: 'subscribed', queue: this.options.queue, consumerTag });
   }
 
   async stopIntake(): Promise<void> {
@@ -48,16 +89,36 @@ export class MemorySource implements MessageSource {
    */
   crash(): number {
     this.crashed = true;
-    return this.consumerTag ? this.options.broker.crash(this.consumerTag) : 0;
+    const returned = this.consumerTag ? this.options.broker.crash(this.consumerTag) : 0;
+    this.events.emit({ type: 'crashed', queue: this.options.queue, returned });
+    return returned;
   }
 
   private toDelivery(d: MemoryDelivery): Delivery {
     const broker = this.options.broker;
     const tag = d.consumerTag;
+    // Each delivery settles at most once: only the first call reaches the broker, a repeat is
+    // ignored (as the RabbitMQ and Kafka sources do), never an unknown-tag error.
+    let first: MemorySettleAction | undefined;
+    const once = (action: MemorySettleAction, settle: () => void): Promise<void> => {
+      if (first !== undefined) {
+        this.counters.repeatedSettlesIgnored++;
+        this.events.emit({ type: 'repeated_settle', action, first });
+        return Promise.resolve();
+      }
+      first = action;
+      try {
+        settle();
+        this.counters[action === 'ack' ? 'acks' : action === 'requeue' ? 'requeues' : 'rejects']++;
+        return Promise.resolve();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    };
     const settler: Settler = {
-      ack: async () => broker.ack(tag, d.deliveryTag),
-      requeue: async (delayMs) => broker.requeue(tag, d.deliveryTag, delayMs),
-      reject: async (info) => broker.reject(tag, d.deliveryTag, { ...info }),
+      ack: () => once('ack', () => broker.ack(tag, d.deliveryTag)),
+      requeue: (delayMs) => once('requeue', () => broker.requeue(tag, d.deliveryTag, delayMs)),
+      reject: (info) => once('reject', () => broker.reject(tag, d.deliveryTag, { ...info })),
     };
     return {
       body: d.message.body,

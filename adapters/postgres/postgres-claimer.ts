@@ -96,6 +96,11 @@ export class PostgresClaimer implements Claimer {
     return this.options.mode;
   }
 
+  /** The options in force, defaults applied (the name every adapter uses; see `AdapterSurface`). */
+  get settings(): ResolvedPostgresClaimerOptions {
+    return this.options;
+  }
+
   /**
    * Checks that the inbox table exists with the expected shape (called by the consumer's
    * `start()`); fails closed.

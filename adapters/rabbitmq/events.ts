@@ -13,7 +13,7 @@ export interface RabbitMqSourceEvents {
   disconnected: { readonly error?: Error };
   /** The broker blocked the connection (resource alarm; "Blocked Connection Notifications" docs). */
   blocked: { readonly reason: string };
-  unblocked: Record<string, never>;
+  unblocked: Record<never, never>;
   /** A new consuming channel (generation) opened. */
   channel_opened: { readonly generation: number };
   /**
@@ -49,7 +49,13 @@ export interface RabbitMqSourceEvents {
 /** Names of {@link RabbitMqSourceEvents}. */
 export type RabbitMqSourceEventName = keyof RabbitMqSourceEvents;
 
-/** Counters since `start()`. */
+/**
+ * One source event as a listener of `source.on(listener)` gets it: the payload of
+ * {@link RabbitMqSourceEvents} with the event's name in `type` (the shape every adapter uses).
+ */
+export type RabbitMqSourceEvent = { [E in RabbitMqSourceEventName]: { readonly type: E } & RabbitMqSourceEvents[E] }[RabbitMqSourceEventName];
+
+/** Counters since construction; read through `source.stats`. */
 export interface RabbitMqSourceStats {
   /** Current channel generation (0 before the first channel). */
   readonly generation: number;
@@ -81,5 +87,5 @@ export interface RabbitMqSourceStats {
   readonly subscriptions: number;
 }
 
-/** Listener of one event. */
+/** Listener of one named event (the older `on(name, listener)` form). */
 export type RabbitMqSourceListener<E extends RabbitMqSourceEventName> = (payload: RabbitMqSourceEvents[E]) => void;

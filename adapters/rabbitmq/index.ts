@@ -28,7 +28,7 @@ export {
   resolveSourceOptions,
 } from './options';
 export { type TopologyPlan, type QueuePlan, type DelayQueuePlan, planTopology, delayQueueName, pickDelayTier } from './topology';
-export type { RabbitMqSourceEvents, RabbitMqSourceEventName, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
+export type { RabbitMqSourceEvent, RabbitMqSourceEvents, RabbitMqSourceEventName, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
 export type { SettleAction } from './settler';
 export { type PublishedMessage, matchPublished, returnedMessage, deadLetteredMessage } from './publish-match';
 export { assertEncodableHeaders, assertPublishable, MAX_HEADER_TABLE_BYTES } from './wire-limits';

@@ -116,7 +116,7 @@ async function runTwophase(queue: string, claimer: Claimer, effect: (key: string
   await consumer.start();
   await new Promise<void>((resolve) => {
     const poll = setInterval(() => {
-      if (source.stats().acks >= COUNT) {
+      if (source.stats.acks >= COUNT) {
         clearInterval(poll);
         resolve();
       }
@@ -124,7 +124,7 @@ async function runTwophase(queue: string, claimer: Claimer, effect: (key: string
   });
   const d = process.cpuUsage(consumer.cpu);
   const measured = { elapsedMs: performance.now() - consumer.first, cpuUs: d.user + d.system };
-  const stats = source.stats();
+  const stats = source.stats;
   if (stats.requeues.busy + stats.requeues.retry + stats.requeues.claimer_unavailable + stats.rejects > 0) throw new Error(`run not clean: ${JSON.stringify(stats)}`);
   await consumer.stop();
   return measured;

@@ -165,13 +165,13 @@ export async function runTwophase(queue: string, prefetch: number, count: number
   await consumer.start();
   const measured = await new Promise<Measured>((resolve) => {
     const poll = setInterval(() => {
-      if (source.stats().acks >= count) {
+      if (source.stats.acks >= count) {
         clearInterval(poll);
         resolve({ elapsedMs: performance.now() - consumer.first, cpuUs: cpuSince(consumer.cpu) });
       }
     }, 1);
   });
-  const stats = source.stats();
+  const stats = source.stats;
   if (stats.requeues.busy + stats.requeues.retry + stats.requeues.claimer_unavailable + stats.rejects > 0) {
     throw new Error(`benchmark run was not clean: ${JSON.stringify(stats)}`);
   }

@@ -85,7 +85,7 @@ export async function startPaymentsService(config: PaymentsServiceConfig): Promi
     consumer,
     source,
     ledger,
-    stats: () => source.stats(),
+    stats: () => source.stats,
     stop: async () => {
       await consumer.stop();
       await claimer.close();

@@ -15,10 +15,10 @@ import { type Consumer, Kafka, logLevel, Partitioners, type Producer } from 'kaf
 import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
 import { silentLogger } from '../../src';
-import { sleep } from '../../src/adapter-kit';
 import { describeWithServices, SERVICES } from '../support/services';
 import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, labelledReport, type HeaderValue, type Transport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER, trackingIdOf } from './support/adapter-fuzz';
+import { waitFor } from '../support/wait';
 
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const NAMESPACE = 'fuzz:kafka';
@@ -30,14 +30,6 @@ const KAFKA: Transport = {
   messageId: () => undefined,
   brokerRecordIds: true,
 };
-
-async function waitUntil(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 describeWithServices(['kafka', 'redis'], 'fuzz: bad input through the Kafka adapter (Redis claimer)', () => {
   const tag = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6)}`;
@@ -61,8 +53,8 @@ describeWithServices(['kafka', 'redis'], 'fuzz: bad input through the Kafka adap
       topic,
       messages: messages.map((m, i) => ({ value: m.body, headers: headersOf(m, TRACKING_HEADER, ids[i]!) as Record<string, string | Buffer> })),
     });
-    await waitUntil(() => recorder.settled(ids), 30_000, `batch ${b} to settle`);
-    await waitUntil(() => ids.every((id) => (recorder.finals.get(id) ?? []).filter((r) => r.action === 'reject').length === (deadLetters.get(id)?.length ?? 0)), 15_000, `the dead letters of batch ${b}`);
+    await waitFor(() => recorder.settled(ids), { timeoutMs: 30_000, what: `batch ${b} to settle` });
+    await waitFor(() => ids.every((id) => (recorder.finals.get(id) ?? []).filter((r) => r.action === 'reject').length === (deadLetters.get(id)?.length ?? 0)), { timeoutMs: 15_000, what: `the dead letters of batch ${b}` });
     checkBatch(messages, ids, NAMESPACE, KAFKA, recorder, deadLetters);
     for (const c of consumers) expect(c.health()).toMatchObject({ live: true, state: 'running' });
   };

@@ -7,20 +7,12 @@
 import fc from 'fast-check';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { InMemoryClaimer, silentLogger } from '../../src';
-import { sleep } from '../../src/adapter-kit';
 import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, IN_PROCESS, labelledReport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER } from './support/adapter-fuzz';
+import { waitFor } from '../support/wait';
 
 const NAMESPACE = 'fuzz:mem';
 const QUEUE = 'fuzz.q';
-
-async function waitUntil(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 describe('fuzz: bad input through the in-process adapter', () => {
   let run = 0;
@@ -45,7 +37,7 @@ describe('fuzz: bad input through the in-process adapter', () => {
           for (const c of consumers) await c.start();
           const ids = messages.map((_, i) => `m${i}`);
           messages.forEach((m, i) => broker.publish(QUEUE, { body: m.body, headers: headersOf(m, TRACKING_HEADER, ids[i]!), ...(m.messageId === undefined ? {} : { messageId: m.messageId }) }));
-          await waitUntil(() => broker.isDrained(QUEUE), 10_000, 'the queue to drain');
+          await waitFor(() => broker.isDrained(QUEUE), { timeoutMs: 10_000, what: 'the queue to drain' });
           const deadLetters = new Map<string, ReadDeadLetter[]>();
           for (const d of broker.deadLetters(QUEUE)) {
             const id = String(d.message.headers[TRACKING_HEADER]);

@@ -17,10 +17,10 @@ import Redis from 'ioredis';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
 import { silentLogger } from '../../src';
-import { sleep } from '../../src/adapter-kit';
 import { describeWithServices, SERVICES } from '../support/services';
 import { type FuzzLimits, fuzzMessage, headersOf, labelledReport, type FuzzMessage, type HeaderValue, type Transport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER, trackingIdOf } from './support/adapter-fuzz';
+import { waitFor } from '../support/wait';
 
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const NAMESPACE = 'fuzz:rmq';
@@ -37,14 +37,6 @@ const AMQP: Transport = {
   header: (v: HeaderValue) => (typeof v === 'string' ? Buffer.from(v, 'utf8').toString('utf8') : v),
   messageId: (v) => (v === undefined || v.length === 0 ? undefined : v),
 };
-
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 describeWithServices(['rabbitmq', 'redis'], 'fuzz: bad input through the RabbitMQ adapter (Redis claimer)', () => {
   const queue = `tp-fuzz.${Date.now().toString(36)}.${Math.floor(Math.random() * 1e6)}`;
@@ -78,15 +70,11 @@ describeWithServices(['rabbitmq', 'redis'], 'fuzz: bad input through the RabbitM
     const b = ++batch;
     const ids = messages.map((_, i) => `b${b}-${i}`);
     for (let i = 0; i < messages.length; i++) await publish(messages[i]!, ids[i]!);
-    await waitUntil(() => recorder.settled(ids), 20_000, `batch ${b} to settle`);
-    await waitUntil(
-      async () => {
+    await waitFor(() => recorder.settled(ids), { timeoutMs: 20_000, what: `batch ${b} to settle` });
+    await waitFor(async () => {
         await readDlq();
         return ids.every((id) => (recorder.finals.get(id) ?? []).filter((r) => r.action === 'reject').length === (deadLetters.get(id)?.length ?? 0));
-      },
-      dlqTimeoutMs,
-      `the dead letters of batch ${b}`,
-    );
+      }, { timeoutMs: dlqTimeoutMs, what: `the dead letters of batch ${b}` });
     checkBatch(messages, ids, NAMESPACE, AMQP, recorder, deadLetters);
     for (const c of consumers) expect(c.health()).toMatchObject({ live: true, ready: true, state: 'running' });
   };

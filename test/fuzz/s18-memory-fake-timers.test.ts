@@ -13,31 +13,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { ack, ConsumerBase, type ConsumerEvent, type Disposition, type HandlerContext, InMemoryClaimer, type Message, silentLogger } from '../../src';
-import { sleep } from '../../src/adapter-kit';
-
-interface Run {
-  readonly consumer: string;
-  readonly fencingToken: number;
-  readonly startedAt: number;
-  endedAt?: number;
-}
-
-class SlowConsumer extends ConsumerBase<unknown> {
-  constructor(
-    options: ConstructorParameters<typeof ConsumerBase>[0],
-    private readonly runs: Run[],
-  ) {
-    super(options);
-  }
-  async handle(_message: Message<unknown>, context: HandlerContext): Promise<Disposition> {
-    const run: Run = { consumer: this.name, fencingToken: context.fencingToken, startedAt: Date.now() };
-    this.runs.push(run);
-    await sleep(3000);
-    run.endedAt = Date.now();
-    return ack();
-  }
-}
+import { type ConsumerEvent, InMemoryClaimer, silentLogger } from '../../src';
+import { type Run, SlowConsumer } from './support/slow-consumer';
 
 async function scenario(keepAlive: boolean) {
   const broker = new MemoryBroker();
@@ -59,6 +36,7 @@ async function scenario(keepAlive: boolean) {
           logger: silentLogger,
           observers: [{ onEvent: (e) => events.push({ consumer: n, type: e.type, fencingToken: e.fencingToken, at: Date.now() }) }],
         },
+        n,
         runs,
       ),
   );

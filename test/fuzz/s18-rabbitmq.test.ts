@@ -13,45 +13,15 @@
 import Redis from 'ioredis';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
-import { ack, type Claimer, ConsumerBase, type ConsumerEvent, type Disposition, type HandlerContext, InMemoryClaimer, type Message, silentLogger } from '../../src';
+import { type Claimer, type ConsumerEvent, InMemoryClaimer, silentLogger } from '../../src';
 import { sleep } from '../../src/adapter-kit';
+import { type Run, SlowConsumer } from './support/slow-consumer';
 import { describeWithServices, SERVICES } from '../support/services';
 import amqp from 'amqplib';
+import { waitFor } from '../support/wait';
 
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const DELAY_TIERS_MS = [250, 500, 1000];
-
-interface Run {
-  readonly consumer: number;
-  readonly fencingToken: number;
-  readonly startedAt: number;
-  endedAt?: number;
-}
-
-class SlowConsumer extends ConsumerBase<unknown> {
-  constructor(
-    options: ConstructorParameters<typeof ConsumerBase>[0],
-    private readonly id: number,
-    private readonly runs: Run[],
-  ) {
-    super(options);
-  }
-  async handle(_message: Message<unknown>, context: HandlerContext): Promise<Disposition> {
-    const run: Run = { consumer: this.id, fencingToken: context.fencingToken, startedAt: Date.now() };
-    this.runs.push(run);
-    await sleep(3000);
-    run.endedAt = Date.now();
-    return ack();
-  }
-}
-
-async function waitFor(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 type ClaimerKind = 'redis' | 'memory';
 
@@ -98,8 +68,8 @@ async function scenario(kind: ClaimerKind, keepAlive: boolean) {
     await publish();
     await sleep(1500 - (Date.now() - t0));
     await publish();
-    if (keepAlive) await waitFor(() => count('done_duplicate') === 1, 15_000, 'the duplicate to be acked as done');
-    else await waitFor(() => count('committed') + count('lease_lost') === 2, 15_000, 'both runs to settle');
+    if (keepAlive) await waitFor(() => count('done_duplicate') === 1, { timeoutMs: 15_000, what: 'the duplicate to be acked as done' });
+    else await waitFor(() => count('committed') + count('lease_lost') === 2, { timeoutMs: 15_000, what: 'both runs to settle' });
     return { runs, events, t0 };
   } finally {
     await Promise.all(consumers.map((c) => c.stop()));

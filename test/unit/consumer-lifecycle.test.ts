@@ -14,7 +14,8 @@ import {
 } from '../../src';
 import { type DeliverySink, sleep } from '../../src/adapter-kit';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { FnConsumer, fastOptions, ManualSource, recordingDelivery, waitFor } from './helpers';
+import { FnConsumer, fastOptions, ManualSource, recordingDelivery } from './helpers';
+import { waitFor } from '../support/wait';
 
 
 describe('lease keep-alive', () => {

@@ -30,6 +30,7 @@ const KIT_VALUES = [
   'truncateErrorMessage',
   'errorType',
   'Semaphore',
+  'AdapterEvents',
 ];
 
 test('the adapter kit exports the helpers for claimers and sources, and nothing else at runtime', () => {

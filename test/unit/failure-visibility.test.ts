@@ -14,7 +14,8 @@ import {
 } from '../../src';
 import { LogLimiter } from '../../src/log-limiter';
 import { retryHorizonMs } from '../../src/retry-horizon';
-import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery, WrappingClaimer, waitFor } from './helpers';
+import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
+import { waitFor } from '../support/wait';
 
 interface Line {
   level: string;

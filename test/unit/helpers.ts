@@ -197,10 +197,3 @@ export function fastOptions(claimer: Claimer): Omit<ConsumerOptions, 'source'> {
   };
 }
 
-export async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!predicate()) {
-    if (Date.now() - start > timeoutMs) throw new Error('waitFor: condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}

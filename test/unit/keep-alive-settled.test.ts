@@ -5,7 +5,7 @@
  */
 import { InMemoryClaimer } from '../../src';
 import { LeaseKeeper } from '../../src/adapter-kit';
-import { waitFor } from './helpers';
+import { waitFor } from '../support/wait';
 
 test('a receipt committed while kept stops being kept, without onLost and without repeated errors', async () => {
   const claimer = new InMemoryClaimer();
@@ -16,7 +16,7 @@ test('a receipt committed while kept stops being kept, without onLost and withou
   keeper.keep(claim.receipt, { onLost: () => void seen.push('lost'), onError: () => void seen.push('error'), onExtended: () => void seen.push('extended') });
   await waitFor(() => seen.includes('extended'));
   await claim.receipt.commit();
-  await waitFor(() => keeper.size === 0, 1000);
+  await waitFor(() => keeper.size === 0, { timeoutMs: 1000 });
   expect(seen.filter((s) => s !== 'extended')).toEqual([]);
   keeper.close();
 });

@@ -4,7 +4,8 @@
  * (test/integration/rabbitmq/runner-exit.test.ts) cover the exit itself.
  */
 import { ack, EXIT_MARGIN_MS, InMemoryClaimer, type Logger, runConsumers } from '../../src';
-import { FnConsumer, fastOptions, ManualSource, waitFor } from './helpers';
+import { FnConsumer, fastOptions, ManualSource } from './helpers';
+import { waitFor } from '../support/wait';
 
 function recording(): { lines: { level: string; msg?: string; obj: Record<string, unknown> }[]; logger: Logger } {
   const lines: { level: string; msg?: string; obj: Record<string, unknown> }[] = [];

@@ -18,7 +18,8 @@ import {
   silentLogger,
 } from '../../src';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { fastOptions, ManualSource, recordingDelivery, waitFor } from './helpers';
+import { fastOptions, ManualSource, recordingDelivery } from './helpers';
+import { waitFor } from '../support/wait';
 
 /** A consumer whose `handle()` is NOT async: it returns whatever `result()` gives, synchronously. */
 class SyncConsumer extends ConsumerBase<unknown> {

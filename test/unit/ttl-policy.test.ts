@@ -18,7 +18,8 @@ import {
   type TypeTtls,
 } from '../../src';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
-import { ManualSource, recordingDelivery, waitFor } from './helpers';
+import { ManualSource, recordingDelivery} from './helpers';
+import { waitFor } from '../support/wait';
 
 const DAY = 24 * 60 * 60 * 1000;
 

@@ -11,7 +11,8 @@ import { publishSamplePayments } from '../../../examples/kafka-redis/publish';
 import { configFromEnv, type KafkaPaymentsService, startKafkaPaymentsService } from '../../../examples/kafka-redis/service';
 import { ensureTopics } from '../../../examples/kafka-redis/topics';
 import { describeWithServices, SERVICES } from '../../support/services';
-import { unique, waitFor } from './support/kafka-helpers';
+import { unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['kafka', 'redis'], 'examples/kafka-redis (real services)', () => {
   let kafka: Kafka;
@@ -61,7 +62,7 @@ describeWithServices(['kafka', 'redis'], 'examples/kafka-redis (real services)',
     const sent = await publishSamplePayments(producer, topic, count, 'run1');
     await producer.disconnect();
     expect(sent).toBe(count + count / 4 + 3);
-    await waitFor(() => service!.stats().settled === sent && service!.stats().deadLettered === 3, 'all settled', 30_000, 100);
+    await waitFor(() => service!.stats().settled === sent && service!.stats().deadLettered === 3, { what: 'all settled', timeoutMs: 30_000, intervalMs: 100 });
     for (let i = 0; i < count; i++) expect(await service.ledger.writes(`run1-p${i}`)).toBe(1);
     expect(lines.filter((l) => l.startsWith('charged'))).toHaveLength(count);
     expect(lines.filter((l) => l.startsWith('duplicate'))).toHaveLength(count / 4);
@@ -71,7 +72,7 @@ describeWithServices(['kafka', 'redis'], 'examples/kafka-redis (real services)',
     await reader.connect();
     await reader.subscribe({ topic: `${topic}.dlq`, fromBeginning: true });
     await reader.run({ eachMessage: async ({ message }) => void (reasons[readHeader(message.headers, IDEMPOTENCY_KEY_HEADER) ?? '?'] = readHeader(message.headers, HEADERS.reason)) });
-    await waitFor(() => Object.keys(reasons).length === 3, 'the three dead letters read', 20_000, 100);
+    await waitFor(() => Object.keys(reasons).length === 3, { what: 'the three dead letters read', timeoutMs: 20_000, intervalMs: 100 });
     await reader.disconnect();
     expect(reasons).toEqual({ 'run1-bad-body': 'invalid_body', 'run1-bad-currency': 'unsupported_currency', 'run1-negative': 'permanent_error' });
   });

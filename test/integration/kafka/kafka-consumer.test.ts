@@ -8,19 +8,8 @@ import { ack, PermanentError, RetryableError, silentLogger } from '../../../src'
 import { runCli } from '../../../adapters/cli';
 import { HEADERS, type KafkaSourceEvent, readHeader } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import {
-  applying,
-  BROKERS,
-  EffectLog,
-  fastSource,
-  keyedProducer,
-  kafkaSuite,
-  messages,
-  recordEvents,
-  TestConsumer,
-  unique,
-  waitFor,
-} from './support/kafka-helpers';
+import { applying, BROKERS, EffectLog, fastSource, keyedProducer, kafkaSuite, messages, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redis claimer', () => {
   const { kafka, topics, redis, consumers } = kafkaSuite('twophase-consumer-suite');
@@ -49,7 +38,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     consumers.push(consumer);
     await consumer.start();
 
-    await waitFor(() => source.stats.settled >= 450 && topics.fullyCommitted(groupId, topic), 'every record settled and committed', 30_000);
+    await waitFor(() => source.stats.settled >= 450 && topics.fullyCommitted(groupId, topic), { what: 'every record settled and committed', timeoutMs: 30_000 });
     expect(log.applied.size).toBe(150);
     expect(log.duplicated()).toEqual([]);
     expect(consumer.count('done_duplicate')).toBe(300);
@@ -96,7 +85,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     consumers.push(consumer);
     await consumer.start();
 
-    await waitFor(() => log.applied.size === 2 * perPartition && topics.fullyCommitted(groupId, topic), 'every record applied and committed', 30_000);
+    await waitFor(() => log.applied.size === 2 * perPartition && topics.fullyCommitted(groupId, topic), { what: 'every record applied and committed', timeoutMs: 30_000 });
     for (const partition of [0, 1]) {
       const seqs = log.order.filter((e) => e.partition === partition).map((e) => e.seq);
       expect(seqs).toEqual(Array.from({ length: perPartition }, (_, i) => i));
@@ -142,7 +131,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
 
     const first = makeConsumer();
     await first.consumer.start();
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'all 7 offsets committed', 30_000);
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'all 7 offsets committed', timeoutMs: 30_000 });
     expect([...log.applied.keys()].sort()).toEqual([`${groupId}:ok-a-0`, `${groupId}:ok-a-1`, `${groupId}:ok-b-0`, `${groupId}:ok-b-1`].sort());
     const dead = first.events.filter((e): e is Extract<KafkaSourceEvent, { type: 'dead_lettered' }> => e.type === 'dead_lettered');
     expect(dead.map((e) => [e.offset, e.reason])).toEqual([
@@ -184,8 +173,8 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     const second = makeConsumer();
     await second.consumer.start();
     // The dead-letter reset the attempt count, so the replayed retry_exhausted record runs again.
-    await waitFor(() => log.applied.has(`${groupId}:bad-permanent`) && log.applied.has(`${groupId}:bad-retry`), 'the replayed records applied', 30_000);
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'the replayed records committed', 30_000);
+    await waitFor(() => log.applied.has(`${groupId}:bad-permanent`) && log.applied.has(`${groupId}:bad-retry`), { what: 'the replayed records applied', timeoutMs: 30_000 });
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'the replayed records committed', timeoutMs: 30_000 });
     // The undecodable one is dead-lettered again (replay does not fix a body); nothing is lost.
     expect(second.events.filter((e) => e.type === 'dead_lettered').map((e) => (e as { reason: string }).reason)).toEqual(['invalid_body']);
     expect(log.duplicated()).toEqual([]);
@@ -217,13 +206,13 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     consumers.push(consumer);
     await consumer.start();
 
-    await waitFor(() => source.stats.deadLetterFailures >= 3, 'the dead-letter write refused several times', 30_000);
+    await waitFor(() => source.stats.deadLetterFailures >= 3, { what: 'the dead-letter write refused several times', timeoutMs: 30_000 });
     expect(errors.some((m) => m.includes('the dead-letter topic refuses this record'))).toBe(true);
     expect(log.applied.size).toBe(0); // the records behind it wait: order within the partition holds
     expect((await topics.committed(groupId, topic))[0]).toBe('-1');
 
     await setMaxBytes('1048588');
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'dead letter written and every offset committed', 30_000);
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'dead letter written and every offset committed', timeoutMs: 30_000 });
     expect(source.stats.deadLettered).toBe(1);
     expect([...log.applied.keys()].sort()).toEqual([`${groupId}:after-0`, `${groupId}:after-1`]);
     const [dead] = await readAll(kafka, `${topic}.dlq`, 1);
@@ -264,14 +253,14 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     consumers.push(consumer);
     await consumer.start();
 
-    await waitFor(() => attempts.length >= 4, 'four failed attempts at offset 0');
+    await waitFor(() => attempts.length >= 4, { what: 'four failed attempts at offset 0' });
     // Commits ran meanwhile (every 200 ms) and committed nothing: the group has no offset yet.
     expect((await topics.committed(groupId, topic))[0]).toBe('-1');
     expect(attempts.slice(0, 4)).toEqual([1, 2, 3, 4]);
     expect(log.applied.size).toBe(0);
 
     broken = false;
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'offset 3 committed after the fix');
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'offset 3 committed after the fix' });
     expect(log.order.map((e) => e.seq)).toEqual([0, 1, 2]);
     expect(events.some((e) => e.type === 'committed')).toBe(true);
     expect(violations).toEqual([]);
@@ -309,7 +298,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     );
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(() => log.applied.size === 40 && topics.fullyCommitted(groupId, topic), 'all 40 applied and committed', 30_000);
+    await waitFor(() => log.applied.size === 40 && topics.fullyCommitted(groupId, topic), { what: 'all 40 applied and committed', timeoutMs: 30_000 });
 
     const paused = pauses.find((p) => p.type === 'paused')!;
     const resumed = pauses.find((p) => p.type === 'resumed' && p.at >= paused.at)!;
@@ -328,7 +317,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     const again = new TestConsumer({ name: groupId, claimer, source: fastSource(kafka, { topics: [topic], groupId }) }, applying(log));
     consumers.push(again);
     await again.start();
-    await waitFor(() => again.count('done_duplicate') === 40 && topics.fullyCommitted(groupId, topic), 'all 40 re-received as duplicates', 30_000);
+    await waitFor(() => again.count('done_duplicate') === 40 && topics.fullyCommitted(groupId, topic), { what: 'all 40 re-received as duplicates', timeoutMs: 30_000 });
     expect(log.duplicated()).toEqual([]);
   });
 });
@@ -341,7 +330,7 @@ async function readAll(kafka: Kafka, topic: string, count: number): Promise<Arra
   try {
     await consumer.subscribe({ topics: [topic], fromBeginning: true });
     await consumer.run({ eachMessage: async ({ message }) => void out.push({ headers: message.headers, value: message.value, offset: message.offset }) });
-    await waitFor(() => out.length >= count, `${count} records of ${topic}`);
+    await waitFor(() => out.length >= count, { what: `${count} records of ${topic}` });
   } finally {
     await consumer.disconnect();
   }

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
 import { describeWithServices, SERVICES } from '../../support/services';
-import { fastSource, keyedProducer, makeKafka, messages, TestConsumer, TopicFixture, unique, waitFor } from './support/kafka-helpers';
+import { fastSource, keyedProducer, makeKafka, messages, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 import { RedisFixture } from './support/redis-fixture';
 import { recordKey } from '../../../adapters/redis';
 import { uniquePrefix } from '../redis/support/redis-helpers';
@@ -58,11 +59,11 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process kill
       // p2) and the hanging handler holds its lease: the kill then interrupts no effect.
       await Promise.race([
         exited.then(alive),
-        waitFor(async () => (await sink.get(`${effects}:slow-started`)) !== null && (await sink.hlen(effects)) === 2 * perPartition + 50, 'the child mid-batch', 40_000, 100),
+        waitFor(async () => (await sink.get(`${effects}:slow-started`)) !== null && (await sink.hlen(effects)) === 2 * perPartition + 50, { what: 'the child mid-batch', timeoutMs: 40_000, intervalMs: 100 }),
       ]);
       // …and their claims are committed (the commit follows the effect).
       const applied = Object.keys(await sink.hgetall(effects));
-      await waitFor(async () => (await sink.mget(applied.map((key) => recordKey(prefix, key)))).every((r) => r?.startsWith('D|')), 'the applied claims committed', 10_000, 50);
+      await waitFor(async () => (await sink.mget(applied.map((key) => recordKey(prefix, key)))).every((r) => r?.startsWith('D|')), { what: 'the applied claims committed', timeoutMs: 10_000, intervalMs: 50 });
       expect((await topics.committed(groupId, topic))[0]).toBe('-1');
     } finally {
       child.kill('SIGKILL');
@@ -76,7 +77,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process kill
     });
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(async () => (await sink.hlen(effects)) === 3 * perPartition && topics.fullyCommitted(groupId, topic), 'every key applied and committed', 45_000, 100);
+    await waitFor(async () => (await sink.hlen(effects)) === 3 * perPartition && topics.fullyCommitted(groupId, topic), { what: 'every key applied and committed', timeoutMs: 45_000, intervalMs: 100 });
 
     const counts = Object.values(await sink.hgetall(effects)).map(Number);
     expect(counts.filter((n) => n !== 1)).toEqual([]);

@@ -7,7 +7,8 @@
 import { ack } from '../../../src';
 import type { KafkaSource } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import { EffectLog, fastSource, keyedProducer, kafkaSuite, messages, ownershipGuard, TestConsumer, unique, waitFor } from './support/kafka-helpers';
+import { EffectLog, fastSource, keyedProducer, kafkaSuite, messages, ownershipGuard, TestConsumer, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 import { uniquePrefix } from '../redis/support/redis-helpers';
 
 describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership changes', () => {
@@ -52,18 +53,18 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership change
 
     const a = await member('a');
     const b = await member('b');
-    await waitFor(() => log.applied.size >= 200, 'two members consuming');
+    await waitFor(() => log.applied.size >= 200, { what: 'two members consuming' });
     const c = await member('c');
-    await waitFor(() => c.source.assignment.length > 0 && log.applied.size >= 600, 'three members consuming');
+    await waitFor(() => c.source.assignment.length > 0 && log.applied.size >= 600, { what: 'three members consuming' });
     // A leaves gracefully; B crashes: its claims (in flight and made ahead of dispatch) stay
     // until their 3 s lease ends, and C waits on them (busy) before it takes them over.
     await Promise.all([a.consumer.stop(), b.source.crash()]);
-    await waitFor(() => c.source.assignment.length === 6 && log.applied.size >= 1000, 'one member consuming everything');
+    await waitFor(() => c.source.assignment.length === 6 && log.applied.size >= 1000, { what: 'one member consuming everything' });
     producing = false;
     await production;
     await close();
 
-    await waitFor(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), 'every produced key applied and committed', 45_000, 100);
+    await waitFor(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), { what: 'every produced key applied and committed', timeoutMs: 45_000, intervalMs: 100 });
     expect(log.duplicated()).toEqual([]);
     expect(log.applied.size).toBe(produced.size);
     expect(guards.flat()).toEqual([]);
@@ -101,10 +102,10 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership change
     const b = new TestConsumer({ name: groupId, claimer: await redis.claimer('s08-b', { prefix }), source: sourceB, busyRequeueDelayMs: 300 }, handler('b'));
     consumers.push(a, b);
     await a.start();
-    await waitFor(() => handlerStarted.length >= 2, 'A mid-handler on both partitions');
+    await waitFor(() => handlerStarted.length >= 2, { what: 'A mid-handler on both partitions' });
     await b.start();
 
-    await waitFor(async () => runs.size === 10 && active.size === 0 && (await topics.fullyCommitted(groupId, topic)), 'all 10 handled and committed', 45_000, 100);
+    await waitFor(async () => runs.size === 10 && active.size === 0 && (await topics.fullyCommitted(groupId, topic)), { what: 'all 10 handled and committed', timeoutMs: 45_000, intervalMs: 100 });
     expect([...runs.values()]).toEqual(Array(10).fill(1));
     expect(overlaps).toEqual([]);
     expect(guardA).toEqual([]);

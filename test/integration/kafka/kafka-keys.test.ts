@@ -8,7 +8,8 @@ import { ack } from '../../../src';
 import { runCli } from '../../../adapters/cli';
 import type { KafkaSourceEvent } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import { fastSource, kafkaSuite, recordEvents, TestConsumer, unique, waitFor } from './support/kafka-helpers';
+import { fastSource, kafkaSuite, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 async function produce(kafka: Kafka, topic: string, records: { value: string; headers: IHeaders }[]): Promise<void> {
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
@@ -41,7 +42,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: idempotency keys from f
     });
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'all 4 offsets committed', 30_000);
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'all 4 offsets committed', timeoutMs: 30_000 });
     expect(effects).toHaveLength(3);
     expect(new Set(effects).size).toBe(3);
     expect(consumer.count('done_duplicate')).toBe(1);
@@ -66,7 +67,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: idempotency keys from f
     });
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'all 3 offsets committed', 30_000);
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'all 3 offsets committed', timeoutMs: 30_000 });
     expect(effects).toEqual([`${groupId}:same-1`]);
     expect(consumer.count('done_duplicate')).toBe(1);
     const dead = events.filter((e): e is Extract<KafkaSourceEvent, { type: 'dead_lettered' }> => e.type === 'dead_lettered');

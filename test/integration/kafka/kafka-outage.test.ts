@@ -8,7 +8,8 @@ import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
 import { describeWithServices } from '../../support/services';
 import { RedisServerProcess, redisCli } from '../redis/support/redis-process';
-import { EffectLog, fastSource, keyedProducer, makeKafka, messages, recordEvents, TestConsumer, TopicFixture, unique, waitFor } from './support/kafka-helpers';
+import { EffectLog, fastSource, keyedProducer, makeKafka, messages, recordEvents, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 import { RedisFixture } from './support/redis-fixture';
 
 describeWithServices(['kafka', 'redis'], 'Kafka adapter: S14 claim store unavailable', () => {
@@ -65,14 +66,14 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: S14 claim store unavail
     })();
 
     try {
-      await waitFor(() => log.applied.size >= 50, 'consuming before the faults');
+      await waitFor(() => log.applied.size >= 50, { what: 'consuming before the faults' });
 
       // 1. Unresponsive: every command waits 3 s. Claims pass their 300 ms deadline.
       const failedBefore = consumer.count('claim_failed');
       await redisCli(server.port, 'CLIENT', 'PAUSE', '3000', 'ALL');
-      await waitFor(() => consumer.count('claim_failed') > failedBefore && source.paused().length > 0, 'claims failing and a partition paused', 10_000);
+      await waitFor(() => consumer.count('claim_failed') > failedBefore && source.paused().length > 0, { what: 'claims failing and a partition paused', timeoutMs: 10_000 });
       const appliedAfterPause = log.applied.size;
-      await waitFor(() => log.applied.size > appliedAfterPause + 20, 'consumption resumed after CLIENT PAUSE', 20_000);
+      await waitFor(() => log.applied.size > appliedAfterPause + 20, { what: 'consumption resumed after CLIENT PAUSE', timeoutMs: 20_000 });
 
       // 2. Down: the process is killed and stays down for 4 s (the fault's duration, not a wait
       // on an outcome). Claims fail fast meanwhile; a commit in flight retries within its
@@ -81,14 +82,14 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: S14 claim store unavail
       await new Promise((resolve) => setTimeout(resolve, 4000));
       await server.startAgain();
       const appliedAfterStop = log.applied.size;
-      await waitFor(() => log.applied.size > appliedAfterStop + 20, 'consumption resumed after the restart', 30_000);
+      await waitFor(() => log.applied.size > appliedAfterStop + 20, { what: 'consumption resumed after the restart', timeoutMs: 30_000 });
     } finally {
       producing = false;
       await production;
       await close();
     }
 
-    await waitFor(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), 'every produced key applied and committed', 40_000, 100);
+    await waitFor(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), { what: 'every produced key applied and committed', timeoutMs: 40_000, intervalMs: 100 });
     expect(log.duplicated()).toEqual([]);
     expect(log.applied.size).toBe(produced.size);
     // The handler ran only under an acquired claim.

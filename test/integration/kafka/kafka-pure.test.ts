@@ -8,7 +8,8 @@ import { deadLetterRecord, HEADERS, KafkaSource, type KafkaSourceOptions, readHe
 import { parseBrokers } from '../../../adapters/cli/backends/kafka';
 import { FakeKafka } from './support/fake-client';
 import { GatedCommitClaimer } from '../../unit/helpers';
-import { TestConsumer, type TestHandler, waitFor } from './support/kafka-helpers';
+import { TestConsumer, type TestHandler } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 const base: KafkaSourceOptions = { topics: ['orders'], groupId: 'billing', logger: silentLogger };
 
@@ -97,7 +98,7 @@ describe('KafkaSource closed while it starts', () => {
     const gate = gated(kafka, step);
     const source = new KafkaSource({ client: kafka }, base);
     const starting = source.start(sink, { concurrency: 1 });
-    await waitFor(() => gate.reached(), `start reached ${step}`);
+    await waitFor(() => gate.reached(), { what: `start reached ${step}` });
     await source.close();
     gate.release();
     await expect(starting).rejects.toBeInstanceOf(ShutdownError);
@@ -235,12 +236,12 @@ describe('KafkaSource on a fake client', () => {
     client.join({ orders: [0, 1] });
     await client.deliver('orders', 0, [0, 1]);
     await client.deliver('orders', 1, [0, 1]);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), 'partition 0 committed');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), { what: 'partition 0 committed' });
     client.join({ orders: [0] }); // partition 1 moved to another member
     release();
-    await waitFor(() => handled.includes('1-0'), 'the in-flight record finished');
+    await waitFor(() => handled.includes('1-0'), { what: 'the in-flight record finished' });
     await client.deliver('orders', 0, [2]);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), 'partition 0 goes on');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), { what: 'partition 0 goes on' });
     expect(client.committedOffsets('orders', 1)).toEqual([]);
     expect(handled).not.toContain('1-1'); // queued behind the revoked record: dropped, not run
     expect(consumer.count('committed')).toBe(4);
@@ -261,11 +262,11 @@ describe('KafkaSource on a fake client', () => {
     const client = kafka.consumers[0]!;
     client.join({ orders: [0] });
     await client.deliver('orders', 0, [0, 1]);
-    await waitFor(() => started === 1, 'offset 0 in the handler');
+    await waitFor(() => started === 1, { what: 'offset 0 in the handler' });
     client.join({ orders: [0] }); // new generation, same partition: fetched again from the committed offset (none)
     await client.deliver('orders', 0, [0, 1, 2]);
     release();
-    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), 'all three committed in the new generation');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), { what: 'all three committed in the new generation' });
     expect(handled).toEqual(['0-0', '0-1', '0-2']);
     expect(consumer.count('done_duplicate')).toBe(1);
     expect(client.commits.every((c) => c.generation === 2)).toBe(true);
@@ -284,7 +285,7 @@ describe('KafkaSource on a fake client', () => {
     client.join({ orders: [0] });
     const watcher = setInterval(() => pausedSeen.push(client.pausedSet.has('orders/0')), 1);
     await client.deliver('orders', 0, [0, 1, 2]);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), 'all settled and committed');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), { what: 'all settled and committed' });
     clearInterval(watcher);
     expect(calls).toEqual(['0-0', '0-1', '0-1', '0-1', '0-2']);
     expect(pausedSeen).toContain(true);
@@ -306,7 +307,7 @@ describe('KafkaSource on a fake client', () => {
     kafka.producers[0]!.failures = 3;
     client.join({ orders: [0] });
     await client.deliver('orders', 0, [0, 1]);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), 'both settled after the dead letter was written');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), { what: 'both settled after the dead letter was written' });
     expect(source.stats.deadLetterFailures).toBe(3);
     expect(source.stats.deadLettered).toBe(1);
     // No commit ever covered offset 0 before its dead letter existed.
@@ -316,16 +317,16 @@ describe('KafkaSource on a fake client', () => {
   test('commits are pipelined: later records run while earlier commits are held, and the committed offset never passes a record whose commit has not ended', async () => {
     const { client, consumer, handled, open } = await gatedSetup(10);
     await client.deliver('orders', 0, [0, 1, 2, 3]);
-    await waitFor(() => handled.length === 4, 'all four handled with every commit held');
+    await waitFor(() => handled.length === 4, { what: 'all four handled with every commit held' });
     expect(handled).toEqual(['0-0', '0-1', '0-2', '0-3']);
     open(2);
     open(1);
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(client.committedOffsets('orders', 0)).toEqual([]); // offset 0's commit still held
     open(0);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), 'offsets 0-2 settled');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), { what: 'offsets 0-2 settled' });
     open(3);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('4'), 'offset 3 settled');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('4'), { what: 'offset 3 settled' });
     expect(client.committedOffsets('orders', 0)).toEqual(['3', '4']);
     expect(consumer.count('committed')).toBe(4);
   });
@@ -333,19 +334,19 @@ describe('KafkaSource on a fake client', () => {
   test('at most 256 commits per partition are in flight; the worker waits for one to end before the next handler', async () => {
     const { client, handled, open } = await gatedSetup(10);
     await client.deliver('orders', 0, Array.from({ length: 300 }, (_, i) => i));
-    await waitFor(() => handled.length === 256, '256 handled');
+    await waitFor(() => handled.length === 256, { what: '256 handled' });
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(handled.length).toBe(256);
     open(0);
-    await waitFor(() => handled.length === 257, 'one more after one commit ended');
+    await waitFor(() => handled.length === 257, { what: 'one more after one commit ended' });
     for (let i = 1; i < 300; i++) open(i);
-    await waitFor(() => client.committedOffsets('orders', 0).includes('300'), 'all 300 committed');
+    await waitFor(() => client.committedOffsets('orders', 0).includes('300'), { what: 'all 300 committed' });
   });
 
   test('graceful stop waits for commits in flight, then commits their offsets', async () => {
     const { client, consumer, handled, open } = await gatedSetup(60_000);
     await client.deliver('orders', 0, [0, 1, 2]);
-    await waitFor(() => handled.length === 3, 'three handled, commits held');
+    await waitFor(() => handled.length === 3, { what: 'three handled, commits held' });
     let stopped = false;
     const stopping = consumer.stop().then(() => (stopped = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -376,10 +377,10 @@ describe('KafkaSource on a fake client', () => {
     const client = kafka.consumers[0]!;
     client.join({ orders: [0] });
     await client.deliver('orders', 0, [0, 1]);
-    await waitFor(() => claimer.waiting.length === 1 && consumer.count('busy') === 1, 'offset 1 busy behind the held commit of offset 0');
+    await waitFor(() => claimer.waiting.length === 1 && consumer.count('busy') === 1, { what: 'offset 1 busy behind the held commit of offset 0' });
     claimer.open('billing:same-key');
     // With the 60 s busy delay this would time out; it settles as soon as the commit ended.
-    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), 'both settled', 5000);
+    await waitFor(() => client.committedOffsets('orders', 0).includes('2'), { what: 'both settled', timeoutMs: 5000 });
     expect(runs).toBe(1);
     expect(consumer.count('done_duplicate')).toBe(1);
   });
@@ -403,7 +404,7 @@ describe('KafkaSource on a fake client', () => {
     client.join({ orders: [0, 1] });
     await client.deliver('orders', 0, [0, 1]);
     await client.deliver('orders', 1, [0]);
-    await waitFor(() => client.committedOffsets('orders', 1).includes('1'), 'partition 1 processed with the one slot');
+    await waitFor(() => client.committedOffsets('orders', 1).includes('1'), { what: 'partition 1 processed with the one slot' });
     expect(dispatched).toEqual(['1-0']);
     await source.close();
     expect(client.committedOffsets('orders', 0)).toEqual([]);
@@ -420,9 +421,9 @@ describe('KafkaSource on a fake client', () => {
     const client = kafka.consumers[0]!;
     client.join({ orders: [0, 1] });
     await client.deliver('orders', 0, [0, 1, 2]);
-    await waitFor(() => consumer.health().inFlight === 1, 'one record in flight');
+    await waitFor(() => consumer.health().inFlight === 1, { what: 'one record in flight' });
     const stopping = consumer.stop();
-    await waitFor(() => client.pausedSet.has('orders/0') && client.pausedSet.has('orders/1'), 'intake paused');
+    await waitFor(() => client.pausedSet.has('orders/0') && client.pausedSet.has('orders/1'), { what: 'intake paused' });
     release();
     await stopping;
     expect(client.committedOffsets('orders', 0)).toEqual(['1']);
@@ -440,10 +441,10 @@ describe('KafkaSource on a fake client', () => {
     const client = kafka.consumers[0]!;
     client.join({ orders: [0] });
     await client.deliver('orders', 0, [0]);
-    await waitFor(() => consumer.health().inFlight === 1, 'one record in flight');
+    await waitFor(() => consumer.health().inFlight === 1, { what: 'one record in flight' });
     await source.crash();
     release();
-    await waitFor(() => consumer.health().inFlight === 0, 'the in-flight record ended');
+    await waitFor(() => consumer.health().inFlight === 0, { what: 'the in-flight record ended' });
     expect(client.commits).toEqual([]);
     expect(kafka.producers[0]!.sent).toEqual([]);
     expect(client.disconnected).toBe(true);

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { HEADERS } from '../../../adapters/kafka';
 import { EXIT, runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
-import { BROKERS, makeKafka, TopicFixture, unique, waitFor } from './support/kafka-helpers';
+import { BROKERS, makeKafka, TopicFixture, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 const ROOT = join(__dirname, '..', '..', '..');
 
@@ -46,7 +47,7 @@ describeWithServices(['kafka'], 'twophase dlq replay on Kafka after a killed run
       if (chunk.toString().includes('joined')) joined = true;
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    await waitFor(() => joined, 'the first run joined the replay group', 30_000);
+    await waitFor(() => joined, { what: 'the first run joined the replay group', timeoutMs: 30_000 });
     child.kill('SIGKILL');
     await exited;
 

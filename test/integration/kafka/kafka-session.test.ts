@@ -7,7 +7,8 @@
 import { ack } from '../../../src';
 import type { KafkaSourceEvent } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import { fastSource, keyedProducer, kafkaSuite, messages, recordEvents, TestConsumer, unique, waitFor } from './support/kafka-helpers';
+import { fastSource, keyedProducer, kafkaSuite, messages, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 /** `sessionTimeout` at the broker's minimum (`group.min.session.timeout.ms`), heartbeats every 2 s. */
 const SESSION = { sessionTimeout: 6000, heartbeatInterval: 2000, rebalanceTimeout: 8000 } as const;
@@ -36,7 +37,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: S09 session timeout wit
     });
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'offset 1 committed', 25_000, 200);
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'offset 1 committed', timeoutMs: 25_000, intervalMs: 200 });
     expect(runs).toBe(1);
     expect(source.stats.groupJoins).toBe(1);
     expect(events.filter((e) => e.type === 'rebalancing' || e.type === 'crash' || e.type === 'commit_failed')).toEqual([]);
@@ -61,8 +62,8 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: S09 session timeout wit
     consumers.push(consumer);
     await consumer.start();
     expect(warnings.some((w) => /heartbeatWhileProcessing is off.*exceeds sessionTimeout/.test(w))).toBe(true);
-    await waitFor(() => source.stats.groupJoins >= 2, 'the member rejoined after its eviction', 30_000, 200);
-    await waitFor(() => topics.fullyCommitted(groupId, topic), 'offset 1 committed after the rejoin', 20_000, 200);
+    await waitFor(() => source.stats.groupJoins >= 2, { what: 'the member rejoined after its eviction', timeoutMs: 30_000, intervalMs: 200 });
+    await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'offset 1 committed after the rejoin', timeoutMs: 20_000, intervalMs: 200 });
     expect(runs).toBe(1);
     expect(consumer.count('committed')).toBe(1);
     expect(consumer.count('done_duplicate')).toBe(1);

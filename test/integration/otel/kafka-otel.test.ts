@@ -10,7 +10,8 @@ import { KeyedProducer } from '../../../adapters/kafka';
 import { createOtelObserver, injectTraceHeaders } from '../../../adapters/otel';
 import { describeWithServices } from '../../support/services';
 import { installOtel, type OtelHarness, spansNamed } from '../../unit/otel/otel-harness';
-import { fastSource, makeKafka, TopicFixture, unique, waitFor } from '../kafka/support/kafka-helpers';
+import { fastSource, makeKafka, TopicFixture, unique } from '../kafka/support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['kafka'], 'OpenTelemetry on the real Kafka broker', () => {
   let otel: OtelHarness;
@@ -60,7 +61,7 @@ describeWithServices(['kafka'], 'OpenTelemetry on the real Kafka broker', () => 
           }
         }),
       );
-      await waitFor(() => spansNamed(otel.exporter, `process ${topic}`).length === 1, 'process span');
+      await waitFor(() => spansNamed(otel.exporter, `process ${topic}`).length === 1, { what: 'process span' });
       const processSpan = spansNamed(otel.exporter, `process ${topic}`)[0]!;
       expect(processSpan.kind).toBe(SpanKind.CONSUMER);
       expect(processSpan.spanContext().traceId).toBe(producerSpan.spanContext().traceId);

@@ -12,7 +12,8 @@ import { GatedClaimer } from '../../../adapters/gated';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import { RedisClaimer } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { silentLogger, uniquePrefix, waitFor } from '../redis/support/redis-helpers';
+import { silentLogger, uniquePrefix} from '../redis/support/redis-helpers';
+import { waitFor } from '../../support/wait';
 import { RedisServerProcess } from '../redis/support/redis-process';
 import { type InboxFixture, inboxFixture, writeLedger } from './support/inbox-fixture';
 
@@ -83,11 +84,7 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: gate outages on a pri
         const before = checkouts;
         const r = await claimer.claim(key, opts);
         return r.state === 'done' && checkouts === before && !claimer.gateDown;
-      },
-      20_000,
-      25,
-      'duplicates served by the gate again',
-    );
+      }, { timeoutMs: 20_000, intervalMs: 25, what: 'duplicates served by the gate again' });
   }
 
   test('Redis stopped: duplicates during the outage are refused by PostgreSQL, each effect books once; after a restart the same claimer repopulates and returns to the gate', async () => {
@@ -102,7 +99,7 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: gate outages on a pri
     expect(warnings.filter((w) => /failed/.test(w))).toHaveLength(1);
 
     await server.startAgain(); // empty: no persistence
-    await waitFor(() => client.status === 'ready', 10_000, 25, 'client reconnected');
+    await waitFor(() => client.status === 'ready', { timeoutMs: 10_000, intervalMs: 25, what: 'client reconnected' });
     await backToGate('out-1');
     expect(claimer.stats.repopulated).toBeGreaterThanOrEqual(1);
     expect(warnings.filter((w) => /answers again/.test(w))).toHaveLength(1);
@@ -149,7 +146,7 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: gate outages on a pri
     claimer = startingDown;
     await bookAmong('start-1', 3);
     await server.startAgain();
-    await waitFor(() => client.status === 'ready', 10_000, 25, 'client reconnected');
+    await waitFor(() => client.status === 'ready', { timeoutMs: 10_000, intervalMs: 25, what: 'client reconnected' });
     await backToGate('start-1');
     await quickGate.close();
     expect((await f.counts()).get('start-1')).toBe(1);

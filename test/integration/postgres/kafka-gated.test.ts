@@ -9,7 +9,8 @@ import { GatedClaimer } from '../../../adapters/gated';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import { RedisClaimer } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique, waitFor } from '../kafka/support/kafka-helpers';
+import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique} from '../kafka/support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 import { connectRedis, silentLogger, uniquePrefix } from '../redis/support/redis-helpers';
 import { InboxConsumer, type InboxFixture, inboxFixture, ledgerHandler } from './support/inbox-fixture';
 
@@ -57,7 +58,7 @@ describeWithServices(['kafka', 'postgres', 'redis'], 'GatedClaimer end to end: K
     await close();
     await start();
     await start();
-    await waitFor(async () => (await f.counts()).size === 40 && (await topics.fullyCommitted(groupId, topic)), 'every key booked and every offset committed', 90_000);
+    await waitFor(async () => (await f.counts()).size === 40 && (await topics.fullyCommitted(groupId, topic)), { what: 'every key booked and every offset committed', timeoutMs: 90_000 });
     expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
     expect(claimers.reduce((n, c) => n + c.stats.gateAnswers, 0)).toBeGreaterThan(0);
   }, 120_000);

@@ -15,7 +15,8 @@ import { ack, PermanentError } from '../../../src';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import type { KafkaSource } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
-import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique, waitFor } from '../kafka/support/kafka-helpers';
+import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique} from '../kafka/support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 import { InboxConsumer, type InboxFixture, inboxFixture, type InboxHandler, ledgerHandler, writeLedger } from './support/inbox-fixture';
 import { pgConfig } from './support/pg-helpers';
 
@@ -87,7 +88,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     const group = unique('pg-chunk-group');
     const { consumer: c, source } = consumer(chunked, group, ledgerHandler(f.ledger), 'per-chunk');
     await c.start();
-    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group, chunked)), 'every key booked and every offset committed', 90_000);
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group, chunked)), { what: 'every key booked and every offset committed', timeoutMs: 90_000 });
     await c.stop();
     const chunkCommits = counted.commits;
     expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
@@ -102,7 +103,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     const perRecord = await produce('pg-chunk-per-record', count);
     const group2 = unique('pg-chunk-per-record-group');
     await consumer(perRecord, group2, ledgerHandler(f.ledger), 'per-record').consumer.start();
-    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group2, perRecord)), 'every key booked (per record)', 90_000);
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group2, perRecord)), { what: 'every key booked (per record)', timeoutMs: 90_000 });
     expect(counted.commits).toBeGreaterThanOrEqual(count);
   }, 180_000);
 
@@ -116,7 +117,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     await close();
     const { consumer: c, source } = consumer(topic, group, ledgerHandler(f.ledger), 'per-chunk');
     await c.start();
-    await waitFor(async () => (await f.counts()).size === 30 && (await topics.fullyCommitted(group, topic)), 'every key booked and every offset committed', 90_000);
+    await waitFor(async () => (await f.counts()).size === 30 && (await topics.fullyCommitted(group, topic)), { what: 'every key booked and every offset committed', timeoutMs: 90_000 });
     expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
     expect(source.stats.settled).toBeGreaterThanOrEqual(31);
     expect(source.stats.chunkRollbacks).toBeGreaterThanOrEqual(1);
@@ -149,7 +150,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     expect(afterStop.size).toBeGreaterThan(0);
     const second = consumer(topic, group, ledgerHandler(f.ledger), 'per-chunk');
     await second.consumer.start();
-    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group, topic)), 'every key booked and every offset committed', 90_000);
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(group, topic)), { what: 'every key booked and every offset committed', timeoutMs: 90_000 });
     expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
   }, 120_000);
 
@@ -167,7 +168,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     };
     const { consumer: c, source } = consumer(topic, group, handler, 'per-chunk');
     await c.start();
-    await waitFor(async () => (await topics.fullyCommitted(group, topic)) && (await f.counts()).size === count - 1, 'every offset committed, every good key booked', 90_000);
+    await waitFor(async () => (await topics.fullyCommitted(group, topic)) && (await f.counts()).size === count - 1, { what: 'every offset committed, every good key booked', timeoutMs: 90_000 });
     const counts = await f.counts();
     expect([...counts.keys()].filter((k) => k.endsWith(':pay-33'))).toEqual([]);
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
@@ -210,7 +211,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
       env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
     });
     const exited = new Promise<void>((resolve) => child!.once('exit', () => resolve()));
-    await waitFor(async () => (await f.pool.query(`SELECT 1 FROM ${f.schema}.markers WHERE name = 'inserted'`)).rowCount === 1, 'the chunk open at pay-10', 90_000);
+    await waitFor(async () => (await f.pool.query(`SELECT 1 FROM ${f.schema}.markers WHERE name = 'inserted'`)).rowCount === 1, { what: 'the chunk open at pay-10', timeoutMs: 90_000 });
     const beforeKill = await f.counts();
     child.kill('SIGKILL');
     await exited;
@@ -219,7 +220,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
     const chunkKeys = [...beforeKill.keys()].filter((k) => /:pay-(7|8|9|10)$/.test(k));
     expect(chunkKeys).toEqual([]);
     expect(beforeKill.size).toBeGreaterThan(0);
-    await waitFor(async () => (await f.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE '%${f.schema}%'`)).rows[0].n === 0, 'no open transaction left', 20_000);
+    await waitFor(async () => (await f.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE '%${f.schema}%'`)).rows[0].n === 0, { what: 'no open transaction left', timeoutMs: 20_000 });
     expect([...(await f.counts()).keys()].filter((k) => /:pay-(7|8|9|10)$/.test(k))).toEqual([]);
 
     survivor = new InboxConsumer(
@@ -233,7 +234,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
       ledgerHandler(f.ledger),
     );
     await survivor.start();
-    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(groupId, topic)), 'every key booked and every offset committed', 90_000);
+    await waitFor(async () => (await f.counts()).size === count && (await topics.fullyCommitted(groupId, topic)), { what: 'every key booked and every offset committed', timeoutMs: 90_000 });
     await survivor.stop();
     expect([...(await f.counts()).entries()].filter(([, n]) => n !== 1)).toEqual([]);
   }, 180_000);

@@ -6,7 +6,8 @@
 import { ack } from '../../../src';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
-import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique, waitFor } from '../kafka/support/kafka-helpers';
+import { fastSource, keyedProducer, makeKafka, messages, TopicFixture, unique } from '../kafka/support/kafka-helpers';
+import { waitFor } from '../../support/wait';
 import { InboxConsumer, type InboxFixture, inboxFixture, type InboxHandler, ledgerHandler, writeLedger } from './support/inbox-fixture';
 
 describeWithServices(['kafka', 'postgres'], 'transactional inbox: Kafka + PostgreSQL', () => {
@@ -52,7 +53,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox: Kafka + Postgr
     await close();
     await consumer(topic, groupId, ledgerHandler(f.ledger)).start();
     await consumer(topic, groupId, ledgerHandler(f.ledger)).start();
-    await waitFor(async () => (await f.counts()).size === 40 && (await topics.fullyCommitted(groupId, topic)), 'every key booked and every offset committed', 90_000);
+    await waitFor(async () => (await f.counts()).size === 40 && (await topics.fullyCommitted(groupId, topic)), { what: 'every key booked and every offset committed', timeoutMs: 90_000 });
     expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
   }, 120_000);
 
@@ -69,7 +70,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox: Kafka + Postgr
       if (ctx.attempt < 2) throw new Error('flaky');
       return ack();
     }).start();
-    await waitFor(async () => (await f.counts()).size === 5 && (await topics.fullyCommitted(groupId, topic)), 'all booked', 60_000);
+    await waitFor(async () => (await f.counts()).size === 5 && (await topics.fullyCommitted(groupId, topic)), { what: 'all booked', timeoutMs: 60_000 });
     expect([...(await f.counts()).values()].every((n) => n === 1)).toBe(true);
     expect([...runs.values()].every((n) => n === 2)).toBe(true);
   }, 120_000);

@@ -12,7 +12,7 @@ import { PostgresClaimer } from '../../../adapters/postgres';
 import { RedisClaimer } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
 import { Harness } from '../rabbitmq/support/harness';
-import { waitFor } from '../rabbitmq/support/wait';
+import { waitFor } from '../../support/wait';
 import { silentLogger, uniquePrefix } from '../redis/support/redis-helpers';
 import { RedisServerProcess } from '../redis/support/redis-process';
 import { type InboxFixture, InboxConsumer, inboxFixture, ledgerHandler } from './support/inbox-fixture';
@@ -73,7 +73,7 @@ describeWithServices(['rabbitmq', 'postgres', 'redis'], 'GatedClaimer end to end
         ),
       );
     const settled = (keys: number, duplicates: number, what: string) =>
-      waitFor(async () => (await f.counts()).size === keys && replies.length === duplicates && (await h.admin.messageCount(queue)) === 0, what, 60_000);
+      waitFor(async () => (await f.counts()).size === keys && replies.length === duplicates && (await h.admin.messageCount(queue)) === 0, { what: what, timeoutMs: 60_000 });
 
     // 1. Redis up: 20 keys, 3 copies each.
     await publish(0, 20, 3);
@@ -90,10 +90,10 @@ describeWithServices(['rabbitmq', 'postgres', 'redis'], 'GatedClaimer end to end
 
     // 3. Redis back (empty): every key again; answered from PostgreSQL, repopulated, then by the gate.
     await server.startAgain();
-    await waitFor(() => clients.every((c) => c.status === 'ready'), 'gate clients reconnected', 10_000);
+    await waitFor(() => clients.every((c) => c.status === 'ready'), { what: 'gate clients reconnected', timeoutMs: 10_000 });
     await publish(0, 40, 2);
     await settled(40, 100 + 80, 'phase 3 duplicates acked');
-    await waitFor(() => claimers.every((c) => !c.gateDown), 'back on the gate', 10_000);
+    await waitFor(() => claimers.every((c) => !c.gateDown), { what: 'back on the gate', timeoutMs: 10_000 });
 
     const counts = await f.counts();
     expect([...counts.values()].every((n) => n === 1)).toBe(true);

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL, Harness, TEST_DELAY_TIERS_MS } from '../rabbitmq/support/harness';
-import { waitFor } from '../rabbitmq/support/wait';
+import { waitFor } from '../../support/wait';
 import { InboxConsumer, type InboxFixture, inboxFixture, ledgerHandler } from './support/inbox-fixture';
 import { pgConfig } from './support/pg-helpers';
 
@@ -54,14 +54,14 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: SIGKILL of 
     const exited = new Promise<void>((resolve) => child!.once('exit', () => resolve()));
     let targetBeforeKill = -1;
     if (mode === 'kill-before-commit') {
-      await waitFor(async () => (await f.pool.query(`SELECT 1 FROM ${f.schema}.markers WHERE name = 'inserted'`)).rowCount === 1, 'the target effect inserted, not committed', 60_000);
+      await waitFor(async () => (await f.pool.query(`SELECT 1 FROM ${f.schema}.markers WHERE name = 'inserted'`)).rowCount === 1, { what: 'the target effect inserted, not committed', timeoutMs: 60_000 });
       targetBeforeKill = (await f.counts()).get(target) ?? 0;
       child.kill('SIGKILL');
     }
     await exited;
     expect(child.signalCode).toBe('SIGKILL');
     // After the kill: PostgreSQL ended the dead session (rolling back anything uncommitted).
-    await waitFor(async () => (await f.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE '%${f.schema}%'`)).rows[0].n === 0, 'no open transaction left', 20_000);
+    await waitFor(async () => (await f.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE '%${f.schema}%'`)).rows[0].n === 0, { what: 'no open transaction left', timeoutMs: 20_000 });
     const targetAfterKill = (await f.counts()).get(target) ?? 0;
 
     survivor = new InboxConsumer(
@@ -69,7 +69,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: SIGKILL of 
       ledgerHandler(f.ledger),
     );
     await survivor.start();
-    await waitFor(async () => (await f.counts()).size === KEYS && (await h.admin.messageCount(queue)) === 0, 'every key booked and the queue drained', 60_000);
+    await waitFor(async () => (await f.counts()).size === KEYS && (await h.admin.messageCount(queue)) === 0, { what: 'every key booked and the queue drained', timeoutMs: 60_000 });
     await survivor.stop();
     const counts = await f.counts();
     expect([...counts.entries()].filter(([, n]) => n !== 1)).toEqual([]);

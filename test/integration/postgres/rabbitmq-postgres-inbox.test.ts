@@ -9,7 +9,7 @@ import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/post
 import { RabbitMqSource } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL, Harness, TEST_DELAY_TIERS_MS } from '../rabbitmq/support/harness';
-import { waitFor } from '../rabbitmq/support/wait';
+import { waitFor } from '../../support/wait';
 import { type InboxFixture, InboxConsumer, type InboxHandler, inboxFixture, ledgerHandler, writeLedger } from './support/inbox-fixture';
 
 describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + PostgreSQL', () => {
@@ -75,7 +75,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
     await Promise.all(
       Array.from({ length: keys * 3 }, (_, n) => h.admin.publish('', queue, { n }, { messageId: `m-${n}`, headers: { 'idempotency-key': `pay-${n % keys}` } })),
     );
-    await waitFor(async () => (await f.counts()).size === keys && (await h.admin.messageCount(queue)) === 0 && replies.length === keys * 2, 'every key booked and every duplicate acked', 60_000);
+    await waitFor(async () => (await f.counts()).size === keys && (await h.admin.messageCount(queue)) === 0 && replies.length === keys * 2, { what: 'every key booked and every duplicate acked', timeoutMs: 60_000 });
     const counts = await f.counts();
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
     expect(replies.every((r) => typeof r === 'object' && r !== null && 'booked' in r)).toBe(true);
@@ -93,7 +93,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       }),
     );
     await h.admin.publish('', queue, {}, { messageId: 'r-1' });
-    await waitFor(async () => (await f.counts()).get('inbox:r-1') === 1 && attempts.length === 3, 'third attempt committed');
+    await waitFor(async () => (await f.counts()).get('inbox:r-1') === 1 && attempts.length === 3, { what: 'third attempt committed' });
     expect(attempts).toEqual([1, 2, 3]);
     const inbox = await f.pool.query(`SELECT status, attempt FROM ${f.schema}.twophase_inbox`);
     expect(inbox.rows).toEqual([{ status: 'completed', attempt: 3 }]);
@@ -114,12 +114,12 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       ),
     );
     await h.admin.publish('', queue, {}, { messageId: 'x-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'dead-lettered');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'dead-lettered' });
     expect(runs).toBe(3);
     expect((await f.counts()).size).toBe(0);
     // the dead-letter reset the count: a replay would start at attempt 1 (the release that forgets
     // it runs after the dead-letter settle, so it may land just after the copy is in the DLQ)
-    await waitFor(async () => (await f.pool.query(`SELECT count(*)::int AS n FROM ${f.schema}.twophase_attempts`)).rows[0].n === 0, 'the attempt count forgotten');
+    await waitFor(async () => (await f.pool.query(`SELECT count(*)::int AS n FROM ${f.schema}.twophase_attempts`)).rows[0].n === 0, { what: 'the attempt count forgotten' });
   });
 
   test('a permanent error and a reject roll back and dead-letter', async () => {
@@ -131,7 +131,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       }),
     );
     await h.admin.publish('', queue, {}, { messageId: 'p-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'dead-lettered');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'dead-lettered' });
     expect((await f.counts()).size).toBe(0);
   });
 
@@ -147,7 +147,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       }),
     );
     await h.admin.publish('', queue, {}, { messageId: 'a-1' });
-    await waitFor(async () => (await f.counts()).get('inbox:a-1') === 1, 'booked on the second attempt');
+    await waitFor(async () => (await f.counts()).get('inbox:a-1') === 1, { what: 'booked on the second attempt' });
     expect(runs).toBe(2);
     expect(h.logger.has('did not commit')).toBe(true);
   });
@@ -167,7 +167,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       }),
     );
     await h.admin.publish('', queue, {}, { messageId: 't-1' });
-    await waitFor(async () => (await f.counts()).get('inbox:t-1') === 1 && runs === 2, 'booked once, on the redelivery');
+    await waitFor(async () => (await f.counts()).get('inbox:t-1') === 1 && runs === 2, { what: 'booked once, on the redelivery' });
     await new Promise((r) => setTimeout(r, 300));
     expect((await f.counts()).get('inbox:t-1')).toBe(1);
   });
@@ -197,11 +197,11 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       ),
     );
     await h.admin.publish('', queue, {}, { messageId: 'h-1', headers: { 'idempotency-key': 'hung' } });
-    await waitFor(() => runs === 1, 'first run started');
+    await waitFor(() => runs === 1, { what: 'first run started' });
     await h.admin.publish('', queue, {}, { messageId: 'h-2', headers: { 'idempotency-key': 'hung' } });
-    await waitFor(async () => (await f.counts()).get('inbox:hung') === 1 && runs >= 2, 'booked once by the duplicate, once the hung session was ended', 30_000);
-    await waitFor(() => lateCommit.length === 1 && outcomes.includes('commit_failed') && outcomes.includes('done_duplicate'), 'the hung owner woke up, failed to commit, and its redelivery was a done duplicate', 30_000);
-    await waitFor(async () => (await h.admin.messageCount(queue)) === 0, 'queue drained');
+    await waitFor(async () => (await f.counts()).get('inbox:hung') === 1 && runs >= 2, { what: 'booked once by the duplicate, once the hung session was ended', timeoutMs: 30_000 });
+    await waitFor(() => lateCommit.length === 1 && outcomes.includes('commit_failed') && outcomes.includes('done_duplicate'), { what: 'the hung owner woke up, failed to commit, and its redelivery was a done duplicate', timeoutMs: 30_000 });
+    await waitFor(async () => (await h.admin.messageCount(queue)) === 0, { what: 'queue drained' });
     expect((await f.counts()).get('inbox:hung')).toBe(1);
     expect(lateCommit).toHaveLength(1); // the session was terminated by idle_in_transaction_session_timeout
     expect(outcomes).toContain('busy');
@@ -225,8 +225,8 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
       }),
     );
     await h.admin.publish('', queue, {}, { messageId: 'g-1' });
-    await waitFor(async () => (await f.counts()).get('inbox:g-1') === 1, 'booked');
-    await waitFor(async () => (await f.pool.query(`SELECT status FROM ${f.schema}.twophase_inbox`)).rows[0]?.status === 'completed', 'completed');
+    await waitFor(async () => (await f.counts()).get('inbox:g-1') === 1, { what: 'booked' });
+    await waitFor(async () => (await f.pool.query(`SELECT status FROM ${f.schema}.twophase_inbox`)).rows[0]?.status === 'completed', { what: 'completed' });
     await expect(kept!.query('SELECT 1')).rejects.toBeInstanceOf(TransactionAbortedError);
     expect(errors[0]).toBeInstanceOf(TransactionAbortedError);
   });
@@ -246,7 +246,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional inbox: RabbitMQ + 
     await h.admin.publish('', queue, {}, { messageId: 't1/o-1' });
     await h.admin.publish('', queue, {}, { messageId: 't2/o-1' });
     await h.admin.publish('', queue, {}, { messageId: 'nobody/o-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1 && (await f.counts()).size === 2, 'two booked, one dead-lettered');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1 && (await f.counts()).size === 2, { what: 'two booked, one dead-lettered' });
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(JSON.stringify(dead!.properties.headers)).toMatch(/invalid_key/);
     expect(JSON.stringify(dead!.properties.headers)).toMatch(/tenant does not exist/);

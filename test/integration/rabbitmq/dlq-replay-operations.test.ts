@@ -14,7 +14,7 @@ import { EXIT, RabbitMqReplayBackend, replayDeadLetters, runCli, type ReplayEven
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
 import { Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 function capture(): { io: { stdout: (t: string) => void; stderr: (t: string) => void }; out: string[]; err: string[] } {
   const out: string[] = [];
@@ -46,7 +46,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
         headers: { 'idempotency-key': `k-${i}`, [HEADERS.originalExchange]: '', [HEADERS.originalRoutingKey]: target, [HEADERS.reason]: 'permanent_error', [HEADERS.errorMessage]: `bug ${i}: currency missing`, ...extra },
       });
     }
-    await waitFor(async () => (await h.admin.messageCount(dlq)) === n, `${n} dead letters`);
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === n, { what: `${n} dead letters` });
     return { queue, dlq, dlx };
   }
 
@@ -82,7 +82,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     for (let i = 0; i < 3; i++) {
       await h.admin.publish(dlx, queue, { i }, { messageId: `m-${i}`, headers: { [HEADERS.originalExchange]: '', [HEADERS.originalRoutingKey]: target, [HEADERS.reason]: 'retry_exhausted' } });
     }
-    await waitFor(async () => (await h.admin.messageCount(dlq)) === 3, 'three dead letters');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === 3, { what: 'three dead letters' });
     for (let run = 1; run <= 2; run++) {
       const { io, err } = capture();
       expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL], { io })).toBe(EXIT.failed);
@@ -111,7 +111,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     await expect(replayDeadLetters(backend, { source: dlq, dryRun: false, window: 1 }, (e) => events.push(e))).rejects.toThrow(/nacked by the broker.*queue full.*left in the DLQ/);
     const done = events.find((e) => e.type === 'done');
     expect(done).toMatchObject({ summary: { replayed: 0, failed: 1, interrupted: true } });
-    await waitFor(async () => (await h.admin.messageCount(dlq)) === 2, 'both still in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === 2, { what: 'both still in the DLQ' });
     expect(await h.admin.messageCount(target)).toBe(1);
   });
 
@@ -131,7 +131,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     const dlxOfDlq = `${dlq.slice(0, -'.dlq'.length)}.dlx`;
     await ch.assertQueue(expiring, { durable: true, arguments: { 'x-message-ttl': 1, 'x-dead-letter-exchange': dlxOfDlq, 'x-dead-letter-routing-key': dlq.slice(0, -'.dlq'.length) } });
     await h.admin.publish('', expiring, { late: true }, { messageId: 'late' });
-    await waitFor(async () => (await h.admin.messageCount(dlq)) === 3, 'the expired message dead-lettered too');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === 3, { what: 'the expired message dead-lettered too' });
     const { io, err } = capture();
     expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--dry-run'], { io })).toBe(EXIT.ok);
     const text = err.join('');

@@ -11,7 +11,7 @@ import { EXIT, runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
 import { EffectLog, Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 function capture(): { io: { stdout: (t: string) => void; stderr: (t: string) => void }; out: string[]; err: string[] } {
   const out: string[] = [];
@@ -46,7 +46,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     });
     await consumer.start();
     for (let i = 0; i < n; i++) await h.admin.publish(exchange, 'payment.requested', { i }, { messageId: `pay-${i}` });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === n, `${n} messages dead-lettered`);
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === n, { what: `${n} messages dead-lettered` });
     return { exchange, queue, dlq: `${queue}.dlq`, state, effects, source, consumer };
   }
 
@@ -58,8 +58,8 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     expect(code).toBe(EXIT.ok);
     expect(err.join('')).toMatch(/\[1\/1\] replayed pay-0 \(permanent_error, 1 attempt\(s\)\) → exchange ".*\.ex" routing key "payment.requested"/);
     expect(out.join('')).toMatch(/^1 replayed, 0 skipped, 0 failed, of 1 examined/);
-    await waitFor(() => f.effects.count('test:pay-0') === 1, 'replayed message processed');
-    await waitFor(() => f.consumer.health().inFlight === 0, 'settled');
+    await waitFor(() => f.effects.count('test:pay-0') === 1, { what: 'replayed message processed' });
+    await waitFor(() => f.consumer.health().inFlight === 0, { what: 'settled' });
     expect(await h.admin.messageCount(f.dlq)).toBe(0);
     expect(f.effects.total).toBe(1);
   });
@@ -75,11 +75,11 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     if (dead === false) return;
     const deadHeaders = { ...(dead.properties.headers ?? {}) };
     ch.nack(dead, false, true);
-    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 1, 'the DLQ copy back in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 1, { what: 'the DLQ copy back in the DLQ' });
 
     const { io } = capture();
     expect(await runCli(['dlq', 'replay', f.dlq, '--url', AMQP_URL, '--to-queue', target], { io })).toBe(EXIT.ok);
-    await waitFor(async () => (await h.admin.messageCount(target)) === 1, 'replayed copy at the target');
+    await waitFor(async () => (await h.admin.messageCount(target)) === 1, { what: 'replayed copy at the target' });
     const [replayed] = await h.admin.drain(target);
     const headers = replayed!.properties.headers ?? {};
 
@@ -103,7 +103,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     const { io } = capture();
     expect(await runCli(['dlq', 'replay', f.dlq, '--url', AMQP_URL], { io })).toBe(EXIT.ok);
     // Today: dead-lettered again as retry_exhausted without running the handler.
-    await waitFor(async () => f.effects.total > 0 || (await h.admin.messageCount(f.dlq)) > 0, 'processed, or dead-lettered again');
+    await waitFor(async () => f.effects.total > 0 || (await h.admin.messageCount(f.dlq)) > 0, { what: 'processed, or dead-lettered again' });
     expect(f.effects.count('test:pay-0')).toBe(1);
   });
 
@@ -112,8 +112,8 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     const runsBefore = f.state.runs;
     const { io } = capture();
     expect(await runCli(['dlq', 'replay', f.dlq, '--url', AMQP_URL], { io })).toBe(EXIT.ok);
-    await waitFor(() => f.state.runs === runsBefore + 1, 'handler ran again');
-    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 1, 'back in the DLQ');
+    await waitFor(() => f.state.runs === runsBefore + 1, { what: 'handler ran again' });
+    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 1, { what: 'back in the DLQ' });
     const [dead] = await h.admin.drain(f.dlq);
     expect(dead!.properties.headers?.[HEADERS.reason]).toBe('permanent_error');
     expect(dead!.properties.headers?.[HEADERS.replayCount]).toBe(1);
@@ -131,14 +131,14 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     expect(new Set(messages.map((m) => m.messageId))).toEqual(new Set(['pay-0', 'pay-1', 'pay-2', 'pay-3', 'pay-4']));
     expect(messages.every((m) => m.outcome === 'would_replay' && m.reason === 'permanent_error')).toBe(true);
     expect(lines.at(-1)).toMatchObject({ type: 'done', summary: { wouldReplay: 5, replayed: 0, examined: 5 } });
-    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 5, 'all five still in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(f.dlq)) === 5, { what: 'all five still in the DLQ' });
     expect(f.state.runs).toBe(5);
 
     f.state.fixed = true;
     const real = capture();
     expect(await runCli(['dlq', 'replay', f.dlq, '--url', AMQP_URL, '--limit', '2'], { io: real.io })).toBe(EXIT.ok);
     expect(real.out.join('')).toMatch(/^2 replayed/);
-    await waitFor(() => f.effects.keys === 2, 'two replayed messages processed');
+    await waitFor(() => f.effects.keys === 2, { what: 'two replayed messages processed' });
     expect(await h.admin.messageCount(f.dlq)).toBe(3);
   });
 
@@ -153,7 +153,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL], { io })).toBe(EXIT.ok);
     expect(err.join('')).toMatch(/skipped no-route: the message records no original exchange/);
     expect(err.join('')).toMatch(/skipped unroutable: unroutable: no queue is bound/);
-    await waitFor(async () => (await h.admin.messageCount(dlq)) === 2, 'both still in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === 2, { what: 'both still in the DLQ' });
   });
 
   test('a message whose replay copy would not fit amqplib\'s header limit is skipped and stays in the DLQ; the next one is replayed', async () => {
@@ -172,7 +172,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     expect(out.join('')).toMatch(/^1 replayed, 1 skipped/);
     const [replayed] = await h.admin.drain(queue);
     expect(replayed!.properties.messageId).toBe('small');
-    await waitFor(async () => (await h.admin.messageCount(dlq)) === 1, 'the big one still in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) === 1, { what: 'the big one still in the DLQ' });
   });
 
   test('usage errors exit with 2', async () => {
@@ -202,10 +202,10 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
       progress += (chunk.toString().match(/\] replayed/g) ?? []).length;
     });
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_c, signal) => resolve(signal)));
-    await waitFor(() => progress >= 20 || child.exitCode !== null, 'replay in progress', 30_000);
+    await waitFor(() => progress >= 20 || child.exitCode !== null, { what: 'replay in progress', timeoutMs: 30_000 });
     child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
-    await waitFor(async () => (await h.admin.messageCount(dlq)) + (await h.admin.messageCount(target)) >= n, 'unacked messages returned to the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(dlq)) + (await h.admin.messageCount(target)) >= n, { what: 'unacked messages returned to the DLQ' });
     const ids = new Set<string>();
     for (const m of [...(await h.admin.drain(dlq)), ...(await h.admin.drain(target))]) ids.add(String(m.properties.messageId));
     expect(ids.size).toBe(n);

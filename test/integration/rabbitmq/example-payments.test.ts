@@ -9,7 +9,7 @@ import { configFromEnv, type PaymentsService, startPaymentsService } from '../..
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL, uniqueName } from './support/amqp';
 import { Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['rabbitmq', 'redis'], 'examples/rabbitmq-redis (real services)', () => {
   let h: Harness;
@@ -44,7 +44,7 @@ describeWithServices(['rabbitmq', 'redis'], 'examples/rabbitmq-redis (real servi
     const count = 24;
     const sent = await publishSamplePayments(publisher, exchange, count, 'run1');
     expect(sent).toBe(count + count / 4 + 3);
-    await waitFor(() => service!.stats().acks === count + count / 4 && service!.stats().rejects === 3, 'all settled', 30_000);
+    await waitFor(() => service!.stats().acks === count + count / 4 && service!.stats().rejects === 3, { what: 'all settled', timeoutMs: 30_000 });
     for (let i = 0; i < count; i++) expect(await service.ledger.writes(`run1-p${i}`)).toBe(1);
     expect(lines.filter((l) => l.startsWith('charged'))).toHaveLength(count);
     expect(lines.filter((l) => l.startsWith('duplicate'))).toHaveLength(count / 4);

@@ -7,7 +7,7 @@
  */
 import { describeWithServices } from '../../support/services';
 import { Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['rabbitmq', 'redis'], 'failure logging and dead-letter counts (RabbitMQ + Redis)', () => {
   let h: Harness;
@@ -27,8 +27,8 @@ describeWithServices(['rabbitmq', 'redis'], 'failure logging and dead-letter cou
     const ch = await h.admin.ch();
     for (let i = 0; i < 1000; i++) ch.sendToQueue(queue, Buffer.from(JSON.stringify({ i })));
     await ch.waitForConfirms();
-    await waitFor(() => consumer.health().deadLetters.missing_key === 1000, '1,000 missing_key dead-letters');
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1000, '1,000 messages in the DLQ');
+    await waitFor(() => consumer.health().deadLetters.missing_key === 1000, { what: '1,000 missing_key dead-letters' });
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1000, { what: '1,000 messages in the DLQ' });
     await consumer.stop();
     const failureLines = h.logger.lines.filter((l) => (l.level === 'warn' || l.level === 'error'));
     const perMessage = failureLines.filter((l) => (l.obj as { reason?: string }).reason === 'missing_key');
@@ -47,7 +47,7 @@ describeWithServices(['rabbitmq', 'redis'], 'failure logging and dead-letter cou
     });
     await consumer.start();
     await h.admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'k-throws' } });
-    await waitFor(() => consumer.health().deadLetters.retry_exhausted === 1, 'the retry_exhausted dead-letter');
+    await waitFor(() => consumer.health().deadLetters.retry_exhausted === 1, { what: 'the retry_exhausted dead-letter' });
     const retry = h.logger.lines.find((l) => (l.obj as { reason?: string }).reason === 'handler_error');
     expect(retry).toMatchObject({ level: 'warn', obj: { key: 'test:k-throws', destination: 'requeue', attempt: 1, maxAttempts: 2 } });
     const dead = h.logger.lines.find((l) => (l.obj as { reason?: string }).reason === 'retry_exhausted');

@@ -7,7 +7,7 @@ import { MessageTooLargeError, RabbitMqPublisher, UnroutableError } from '../../
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
 import { applying, EffectLog, Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
   let h: Harness;
@@ -64,7 +64,7 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await consumer2.start();
     await publisher.sendToQueue(queue, { paymentId: 'p-2' }, { idempotencyKey: 'p-2' });
     await publisher.sendToQueue(queue, { paymentId: 'p-2' }, { idempotencyKey: 'p-2' });
-    await waitFor(() => source2.stats().acks === 2, 'both copies acked');
+    await waitFor(() => source2.stats.acks === 2, { what: 'both copies acked' });
     expect(effects.count('test:p-2')).toBe(1);
   });
 

@@ -8,7 +8,7 @@ import { ack, PermanentError } from '../../../src';
 import { HEADERS } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { EffectLog, Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMQ: bookkeeping headers are not trusted from producers', () => {
   let h: Harness;
@@ -31,7 +31,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: bookkeeping headers are not truste
     });
     await consumer.start();
     await h.admin.publish('', queue, { x: 1 }, { messageId: 'forged-1', headers: { [HEADERS.attempts]: 5, 'x-delivery-count': 9 } });
-    await waitFor(() => effects.count('test:forged-1') === 1, 'forged message handled');
+    await waitFor(() => effects.count('test:forged-1') === 1, { what: 'forged message handled' });
     expect(attempts).toEqual([1, undefined]);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
   });
@@ -48,14 +48,14 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: bookkeeping headers are not truste
     await consumer.start();
     const otherHistory = [{ queue: 'elsewhere.delay.100ms', reason: 'expired', count: 1, exchange: '', 'routing-keys': ['elsewhere.delay.100ms'] }];
     await h.admin.publish('', queue, { x: 1 }, { messageId: 'forged-2', headers: { [HEADERS.attempts]: 2, 'x-death': otherHistory } });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'forged message dead-lettered by its handler');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'forged message dead-lettered by its handler' });
     const [first] = await h.admin.drain(`${queue}.dlq`);
     expect(first!.properties.headers).toMatchObject({ [HEADERS.reason]: 'permanent_error', [HEADERS.attempts]: 1 });
     expect(seen).toEqual([1]);
     // The genuine path: retries go through the delay queue, and the count they carry is honoured.
     seen.length = 0;
     await h.admin.publish('', queue, { fail: true }, { messageId: 'real-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'retried message dead-lettered');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'retried message dead-lettered' });
     const [second] = await h.admin.drain(`${queue}.dlq`);
     expect(second!.properties.headers).toMatchObject({ [HEADERS.reason]: 'retry_exhausted', [HEADERS.attempts]: 3 });
     expect(seen).toEqual([1, 2, 3]);
@@ -70,7 +70,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: bookkeeping headers are not truste
     });
     await consumer.start();
     await h.admin.publish(exchange, 'payment.requested', { x: 1 }, { messageId: 'route-1', headers: { [HEADERS.originalExchange]: 'amq.fanout', [HEADERS.originalRoutingKey]: 'elsewhere' } });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'dead-lettered');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'dead-lettered' });
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers).toMatchObject({ [HEADERS.originalExchange]: exchange, [HEADERS.originalRoutingKey]: 'payment.requested' });
   });

@@ -8,16 +8,15 @@ import { ack, type Delivery, type DeliveryResult, RetryableError } from '../../.
 import { type DeliverySink, type PreparedClaim } from '../../../src/adapter-kit';
 import { ConsumerCancelledError, HEADERS, type RabbitMqSourceEvents } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
-import { closeConnectionsNamed, rabbitmqctlAvailable } from './support/broker-control';
+import { closeConnectionsNamed, requireRabbitmqctl } from './support/broker-control';
 import { applying, EffectLog, Harness } from './support/harness';
-import { gate, waitFor, work } from './support/wait';
+import { gate, waitFor, work } from '../../support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
   let h: Harness;
   let ctl = false;
   beforeAll(async () => {
-    ctl = await rabbitmqctlAvailable();
-    if (!ctl && process.env.CI) throw new Error('rabbitmqctl is required under CI (fault injection)');
+    ctl = await requireRabbitmqctl();
   });
   beforeEach(() => {
     h = new Harness();
@@ -47,19 +46,19 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { pay: 1 }, { messageId: 's01-1' });
-    await waitFor(() => handlerRuns === 1, 'handler started');
+    await waitFor(() => handlerRuns === 1, { what: 'handler started' });
     expect(await closeConnectionsNamed(connectionName)).toBe(2); // consuming and publishing connections
-    await waitFor(() => events.includes('subscribed:2'), 'resubscribed on generation 2');
+    await waitFor(() => events.includes('subscribed:2'), { what: 'resubscribed on generation 2' });
     expect(consumer.health().ready).toBe(true);
     finish.open();
-    await waitFor(() => source.stats().acks === 1, 'redelivery acked as duplicate');
+    await waitFor(() => source.stats.acks === 1, { what: 'redelivery acked as duplicate' });
     expect(effects.count('test:s01-1')).toBe(1);
     expect(handlerRuns).toBe(1);
     expect(stale).toEqual([expect.objectContaining({ generation: 1, action: 'ack', messageId: 's01-1' })]);
-    expect(source.stats().staleSettlesSkipped).toBe(1);
+    expect(source.stats.staleSettlesSkipped).toBe(1);
     // The new channel was never closed (a stale tag sent on it would close it with 406).
     expect(events.filter((e) => e.startsWith('closed:'))).toEqual(['closed:1']);
-    expect(source.stats().generation).toBe(2);
+    expect(source.stats.generation).toBe(2);
     expect(await h.admin.messageCount(queue)).toBe(0);
   });
 
@@ -82,20 +81,20 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     });
     await consumer.start();
     for (let i = 0; i < 100; i++) await h.admin.publish('', queue, { i }, { messageId: `c-${i}` });
-    await waitFor(() => effects.keys >= 10, 'some effects applied');
+    await waitFor(() => effects.keys >= 10, { what: 'some effects applied' });
     expect(await closeConnectionsNamed(connectionName)).toBe(2); // consuming and publishing connections
     firstClose.open();
-    await waitFor(() => source.stats().reconnects === 1 && source.isConsuming(), 'reconnected');
-    await waitFor(() => effects.keys >= 40, 'progressing after the reconnect');
+    await waitFor(() => source.stats.reconnects === 1 && source.isConsuming(), { what: 'reconnected' });
+    await waitFor(() => effects.keys >= 40, { what: 'progressing after the reconnect' });
     expect(await closeConnectionsNamed(connectionName)).toBe(2); // consuming and publishing connections
     secondClose.open();
-    await waitFor(() => source.stats().reconnects === 2 && source.isConsuming(), 'reconnected again');
-    await waitFor(() => effects.keys === 100, 'every key applied', 40_000);
-    await waitFor(async () => (await h.admin.messageCount(queue)) === 0 && consumer.health().inFlight === 0, 'queue drained');
+    await waitFor(() => source.stats.reconnects === 2 && source.isConsuming(), { what: 'reconnected again' });
+    await waitFor(() => effects.keys === 100, { what: 'every key applied', timeoutMs: 40_000 });
+    await waitFor(async () => (await h.admin.messageCount(queue)) === 0 && consumer.health().inFlight === 0, { what: 'queue drained' });
     expect(effects.duplicated()).toEqual([]);
     expect(effects.total).toBe(100);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
-    expect(source.stats().staleSettlesSkipped).toBeGreaterThan(0);
+    expect(source.stats.staleSettlesSkipped).toBeGreaterThan(0);
     expect(consumer.health().ready).toBe(true);
   });
 
@@ -119,14 +118,14 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     await consumer.start();
     await h.admin.publish('', queue, { m: 'A' }, { messageId: 'A' });
     await h.admin.publish('', queue, { m: 'B' }, { messageId: 'B' });
-    await waitFor(() => effects.count('test:B') === 1, 'B retried and applied');
+    await waitFor(() => effects.count('test:B') === 1, { what: 'B retried and applied' });
     releaseA.open();
-    await waitFor(() => effects.count('test:A') === 1, 'A applied');
-    await waitFor(() => source.stats().acks === 2, 'A and B acked');
+    await waitFor(() => effects.count('test:A') === 1, { what: 'A applied' });
+    await waitFor(() => source.stats.acks === 2, { what: 'A and B acked' });
     expect(deliveries.get('test:A')).toBe(1);
     expect(deliveries.get('test:B')).toBe(2);
-    expect(source.stats().requeues.retry).toBe(1);
-    expect(source.stats()).toMatchObject({ generation: 1, channelsClosed: 0, staleSettlesSkipped: 0 });
+    expect(source.stats.requeues.retry).toBe(1);
+    expect(source.stats).toMatchObject({ generation: 1, channelsClosed: 0, staleSettlesSkipped: 0 });
   });
 
   test('S02: double-settle guard — ack, ack and reject on one delivery put one basic.ack on the wire; the channel stays open', async () => {
@@ -147,11 +146,11 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     const source = h.source({ queue });
     await source.start(sink, { concurrency: 2 });
     for (const id of ['g1', 'g2', 'g3']) await h.admin.publish('', queue, {}, { messageId: id });
-    await waitFor(() => settled.length === 3, 'three deliveries settled');
+    await waitFor(() => settled.length === 3, { what: 'three deliveries settled' });
     // A second basic.ack of a tag would close the channel with 406 PRECONDITION_FAILED.
     await h.admin.publish('', queue, {}, { messageId: 'g4' });
-    await waitFor(() => settled.length === 4, 'channel still delivering');
-    expect(source.stats()).toMatchObject({ acks: 4, rejects: 0, repeatedSettlesIgnored: 8, channelsClosed: 0, generation: 1 });
+    await waitFor(() => settled.length === 4, { what: 'channel still delivering' });
+    expect(source.stats).toMatchObject({ acks: 4, rejects: 0, repeatedSettlesIgnored: 8, channelsClosed: 0, generation: 1 });
     expect(await h.admin.messageCount(queue)).toBe(0);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
     await source.stopIntake();
@@ -167,7 +166,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { q: 1 }, { messageId: 'q-poison' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'poison message in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'poison message in the DLQ' });
     // 4 attempts > the delivery limit of 2: the retries went through the delay queue, not nack.
     expect(calls).toEqual([1, 2, 3, 4]);
     const [dead] = await h.admin.drain(`${queue}.dlq`);
@@ -194,7 +193,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
       await started.promise;
       await source.destroy(); // a crash: the broker returns the unacked message
     }
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'broker dead-lettered at the delivery limit');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'broker dead-lettered at the delivery limit' });
     expect(attempts).toEqual([1, 2, 3]);
     expect(prior).toEqual([undefined, 1, 2]);
     const [dead] = await h.admin.drain(`${queue}.dlq`);
@@ -221,32 +220,32 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, {}, { messageId: 's07-1' });
-    await waitFor(() => started === 1, 'handler running');
+    await waitFor(() => started === 1, { what: 'handler running' });
     await h.admin.deleteQueue(queue);
-    await waitFor(() => cancelled.length === 1, 'cancelled event');
+    await waitFor(() => cancelled.length === 1, { what: 'cancelled event' });
     expect(cancelled[0]).toMatchObject({ generation: 1, queue, inFlight: 1 });
     expect(source.isConsuming()).toBe(false);
     expect(consumer.health().ready).toBe(false);
     expect(source.state).toBe(onCancel === 'stop' ? 'failed' : 'cancelled');
     finish.open();
-    await waitFor(() => effects.count('test:s07-1') === 1, 'in-flight handler finished and committed');
+    await waitFor(() => effects.count('test:s07-1') === 1, { what: 'in-flight handler finished and committed' });
     if (onCancel === 'resubscribe') {
-      await waitFor(() => source.isConsuming(), 'resubscribed');
+      await waitFor(() => source.isConsuming(), { what: 'resubscribed' });
       expect(await h.admin.exists(queue)).toBe(true); // re-declared
       expect(consumer.health().ready).toBe(true);
-      expect(source.stats().generation).toBe(1); // same channel: the in-flight ack stayed valid
+      expect(source.stats.generation).toBe(1); // same channel: the in-flight ack stayed valid
       await h.admin.publish('', queue, {}, { messageId: 's07-2' });
-      await waitFor(() => effects.count('test:s07-2') === 1, 'consuming again');
+      await waitFor(() => effects.count('test:s07-2') === 1, { what: 'consuming again' });
     } else {
       expect(failed).toHaveLength(1);
       expect(failed[0]).toBeInstanceOf(ConsumerCancelledError);
       expect(source.error).toBe(failed[0]);
-      await waitFor(() => source.stats().acks === 1, 'in-flight delivery settled');
+      await waitFor(() => source.stats.acks === 1, { what: 'in-flight delivery settled' });
       expect(source.isConsuming()).toBe(false);
       expect(consumer.health()).toMatchObject({ live: false, state: 'failed' }); // a probe restarts it
       expect(await h.admin.exists(queue)).toBe(false);
     }
-    expect(source.stats().cancels).toBe(1);
+    expect(source.stats.cancels).toBe(1);
   });
 
   test("S07 (check mode): after the queue is deleted the source waits, and resubscribes once an operator re-creates it", async () => {
@@ -260,8 +259,8 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(effects));
     await consumer.start();
     await h.admin.deleteQueue(queue);
-    await waitFor(() => source.stats().cancels === 1, 'cancelled');
-    await waitFor(() => h.logger.has('subscribing failed; trying again'), 'waiting for the queue');
+    await waitFor(() => source.stats.cancels === 1, { what: 'cancelled' });
+    await waitFor(() => h.logger.has('subscribing failed; trying again'), { what: 'waiting for the queue' });
     expect(await h.admin.exists(queue)).toBe(false);
     expect(source.isConsuming()).toBe(false);
     // The operator re-creates the queue with the same arguments.
@@ -269,8 +268,8 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     const redeclare = h.consumer({ source: again, claimer: h.claimer('memory') }, async () => ack());
     await redeclare.start();
     await redeclare.stop();
-    await waitFor(() => source.isConsuming(), 'resubscribed in check mode');
+    await waitFor(() => source.isConsuming(), { what: 'resubscribed in check mode' });
     await h.admin.publish('', queue, {}, { messageId: 'back' });
-    await waitFor(() => effects.count('test:back') === 1, 'consuming again');
+    await waitFor(() => effects.count('test:back') === 1, { what: 'consuming again' });
   });
 });

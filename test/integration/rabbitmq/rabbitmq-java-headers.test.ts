@@ -12,7 +12,7 @@ import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
 import { Harness } from './support/harness';
 import { describeWithJava, JavaProbe, type JavaValue } from './support/java-client';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 /** Headers amqplib decodes to a value it encodes again with the same type and value. */
 const EXACT = ['idempotency-key', 'double', 'int', 'short', 'byte', 'bytes', 'string', 'timestamp', 'decimal', 'bool', 'void'] as const;
@@ -88,7 +88,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: foreign headers on copies, read ba
         },
       );
       await consumer.start();
-      await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'dead-letter copy');
+      await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'dead-letter copy' });
       await consumer.stop();
       expect(delivered).toHaveLength(2);
       for (const headers of delivered) expect(headers).not.toHaveProperty(HEADERS.publishId);

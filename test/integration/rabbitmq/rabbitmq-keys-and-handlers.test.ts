@@ -11,7 +11,7 @@ import { ConsumerBase, type ConsumerOptions, type Disposition } from '../../../s
 import { HEADERS } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { applying, EffectLog, Harness } from './support/harness';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 /** A consumer whose `handle()` is synchronous (not `async`). */
 class SyncConsumer extends ConsumerBase<unknown> {
@@ -46,7 +46,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis: keys from foreign
     for (const bytes of [[0xff, 0x41], [0xfe, 0x41], [0xc3, 0x28], [0xff, 0x41]]) {
       await h.admin.publish('', queue, { bytes }, { headers: { 'idempotency-key': Buffer.from(bytes) } });
     }
-    await waitFor(() => source.stats().acks === 4, 'all 4 deliveries acked');
+    await waitFor(() => source.stats.acks === 4, { what: 'all 4 deliveries acked' });
     expect(effects.keys).toBe(3);
     expect(effects.duplicated()).toEqual([]);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
@@ -60,7 +60,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis: keys from foreign
     await consumer.start();
     await h.admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'pay-é-7' } });
     await h.admin.publish('', queue, { n: 2 }, { headers: { 'idempotency-key': Buffer.from('pay-é-7', 'utf8') } });
-    await waitFor(() => source.stats().acks === 2, 'both deliveries acked');
+    await waitFor(() => source.stats.acks === 2, { what: 'both deliveries acked' });
     expect(effects.keys).toBe(1);
     expect(effects.count('test:pay-é-7')).toBe(1);
   });
@@ -73,7 +73,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis: keys from foreign
     await consumer.start();
     // What amqplib hands over for a Java LongString made of the bytes [0xff, 0x41].
     await h.admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': Buffer.from([0xff, 0x41]).toString('utf8') } });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'the message dead-lettered');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'the message dead-lettered' });
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers?.[HEADERS.reason]).toBe('invalid_key');
     expect(String(dead!.properties.headers?.[HEADERS.errorMessage])).toMatch(/U\+FFFD.*not valid UTF-8 and were replaced before twophase saw them/);
@@ -90,7 +90,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis: keys from foreign
     try {
       await consumer.start();
       await h.admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'sync-1' } });
-      await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'the message dead-lettered');
+      await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'the message dead-lettered' });
       const [dead] = await h.admin.drain(`${queue}.dlq`);
       expect(dead!.properties.headers?.[HEADERS.reason]).toBe('invalid_disposition');
       expect(consumer.runs).toBe(1);

@@ -23,6 +23,9 @@ import {
 import { ChannelGeneration } from '../../../adapters/rabbitmq/channel-generation';
 import { deadLetterProperties, requeueProperties } from '../../../adapters/rabbitmq/headers';
 import { DeliverySettler, type SettlementContext } from '../../../adapters/rabbitmq/settler';
+import { SourceReporter } from '../../../adapters/rabbitmq/reporting';
+import type { RabbitMqSourceEvent } from '../../../adapters/rabbitmq';
+import { silentLogger } from '../../../src';
 import { assertEncodableHeaders, assertPublishable, MAX_HEADER_TABLE_BYTES } from '../../../adapters/rabbitmq/wire-limits';
 
 const url = 'amqp://guest:guest@127.0.0.1:5672';
@@ -361,5 +364,25 @@ describe('matching a copy the broker hands back to its publish (no correlation h
     };
     expect(deadLetteredMessage(copy)).toEqual({ exchange: '', routingKey: 'work', content: Buffer.from('body'), messageId: 'm', headers: { a: 1 } });
     expect(deadLetteredMessage({ content: Buffer.from('body'), properties: { headers: { a: 1 } } })).toBeUndefined();
+  });
+});
+
+describe('RabbitMQ source events', () => {
+  test('on(listener) gets every event as { type, ...payload }; the named form gets its own only; off and the remover remove', () => {
+    const reporter = new SourceReporter('q', silentLogger, () => false);
+    const all: RabbitMqSourceEvent[] = [];
+    const named: unknown[] = [];
+    const remove = reporter.on((e) => void all.push(e));
+    const listener = (p: { readonly generation: number }) => void named.push(p);
+    reporter.onNamed('channel_opened', listener);
+    reporter.emit('channel_opened', { generation: 1 });
+    reporter.emit('unblocked', {});
+    expect(all).toEqual([{ type: 'channel_opened', generation: 1 }, { type: 'unblocked' }]);
+    expect(named).toEqual([{ type: 'channel_opened', generation: 1 }]);
+    reporter.offNamed('channel_opened', listener);
+    remove();
+    reporter.emit('channel_opened', { generation: 2 });
+    expect(all).toHaveLength(2);
+    expect(named).toHaveLength(1);
   });
 });

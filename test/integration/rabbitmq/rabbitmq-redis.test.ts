@@ -9,17 +9,16 @@ import { ack } from '../../../src';
 import type { RabbitMqSourceEvents } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
-import { closeConnectionsNamed, rabbitmqctlAvailable, withConsumerTimeout } from './support/broker-control';
+import { closeConnectionsNamed, requireRabbitmqctl, withConsumerTimeout } from './support/broker-control';
 import { applying, EffectLog, Harness } from './support/harness';
 import { FreezableProxy } from './support/tcp-proxy';
-import { gate, waitFor, work } from './support/wait';
+import { gate, waitFor, work } from '../../support/wait';
 
 describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real services)', () => {
   let h: Harness;
   let ctl = false;
   beforeAll(async () => {
-    ctl = await rabbitmqctlAvailable();
-    if (!ctl && process.env.CI) throw new Error('rabbitmqctl is required under CI (fault injection)');
+    ctl = await requireRabbitmqctl();
   });
   beforeEach(() => {
     h = new Harness();
@@ -37,7 +36,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
     for (let i = 0; i < 50; i++) {
       for (let c = 0; c < 3; c++) await h.admin.publish('', queue, { i }, { messageId: `m-${i}-${c}`, headers: { 'idempotency-key': `pay-${i}` } });
     }
-    await waitFor(() => source.stats().acks === 150, 'all deliveries acked');
+    await waitFor(() => source.stats.acks === 150, { what: 'all deliveries acked' });
     expect(effects.keys).toBe(50);
     expect(effects.duplicated()).toEqual([]);
   });
@@ -64,11 +63,11 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
         published++;
       }
     }
-    await waitFor(() => s1.stats().acks + s2.stats().acks === published, 'every copy acked', 40_000);
+    await waitFor(() => s1.stats.acks + s2.stats.acks === published, { what: 'every copy acked', timeoutMs: 40_000 });
     expect(effects.keys).toBe(300);
     expect(effects.duplicated()).toEqual([]);
-    expect(s1.stats().acks).toBeGreaterThan(0);
-    expect(s2.stats().acks).toBeGreaterThan(0);
+    expect(s1.stats.acks).toBeGreaterThan(0);
+    expect(s2.stats.acks).toBeGreaterThan(0);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
   });
 
@@ -88,9 +87,9 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
       ready = true;
     });
     try {
-      await waitFor(() => ready, 'child ready', 30_000);
+      await waitFor(() => ready, { what: 'child ready', timeoutMs: 30_000 });
       await h.admin.publish('', queue, { pay: 1 }, { messageId: 'crash-1' });
-      await waitFor(async () => Number(await redis.get(`${prefix}:started`)) === 1, 'child handler started');
+      await waitFor(async () => Number(await redis.get(`${prefix}:started`)) === 1, { what: 'child handler started' });
     } finally {
       child.kill('SIGKILL');
     }
@@ -105,8 +104,8 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
       return ack();
     });
     await consumer.start();
-    await waitFor(() => effects.count('crash:crash-1') === 1, 'redelivered message handled', 20_000);
-    await waitFor(() => source.stats().acks === 1 && consumer.health().inFlight === 0, 'acked');
+    await waitFor(() => effects.count('crash:crash-1') === 1, { what: 'redelivered message handled', timeoutMs: 20_000 });
+    await waitFor(() => source.stats.acks === 1 && consumer.health().inFlight === 0, { what: 'acked' });
     // The child's lease (1.5 s) had to expire first: until then the claim was busy.
     expect(runs).toHaveLength(1);
     expect(runs[0]!.attempt).toBe(2);
@@ -131,14 +130,14 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
     });
     await consumer.start();
     await h.admin.publish('', queue, {}, { messageId: 'r-s01-1' });
-    await waitFor(() => runs === 1, 'handler started');
+    await waitFor(() => runs === 1, { what: 'handler started' });
     await closeConnectionsNamed(connectionName);
-    await waitFor(() => source.stats().generation === 2 && source.isConsuming(), 'generation 2 consuming');
+    await waitFor(() => source.stats.generation === 2 && source.isConsuming(), { what: 'generation 2 consuming' });
     finish.open();
-    await waitFor(() => source.stats().acks === 1, 'duplicate acked on generation 2');
+    await waitFor(() => source.stats.acks === 1, { what: 'duplicate acked on generation 2' });
     expect(runs).toBe(1);
     expect(effects.count('test:r-s01-1')).toBe(1);
-    expect(source.stats()).toMatchObject({ staleSettlesSkipped: 1, channelsClosed: 1 });
+    expect(source.stats).toMatchObject({ staleSettlesSkipped: 1, channelsClosed: 1 });
   });
 
   test('S05: a handler outliving the broker ack timeout → A\'s channel closed, the message redelivered (to B or A\'s new channel) finds the lease busy; after the commit the copy is a duplicate; effect once', async () => {
@@ -164,19 +163,19 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
     });
     try {
       await h.admin.publish('', queue, { long: true }, { messageId: 's05-1' });
-      await waitFor(() => runs.length === 1, 'A started the handler');
+      await waitFor(() => runs.length === 1, { what: 'A started the handler' });
       const bSource = h.source({ queue, connectionName: `${queue}.b` });
       const b = h.consumer({ source: bSource, claimer: h.claimer('redis'), leaseTtlMs: 1500, busyRequeueDelayMs: 500, deployment: { replicas: 2 } }, handler('B'));
       await b.start();
-      await waitFor(() => closed.some((e) => /delivery acknowledgement on channel \d+ timed out/.test(String(e.error?.message))), 'broker closed A\'s channel (ack timeout)', 15_000);
-      await waitFor(() => a.source.stats().generation === 2 && a.source.isConsuming(), 'A reconnected its channel');
-      await waitFor(() => a.source.stats().requeues.busy + bSource.stats().requeues.busy >= 1, 'the redelivery found the lease busy', 15_000);
-      await waitFor(() => effects.count('test:s05-1') === 1, 'A committed', 15_000);
-      await waitFor(() => a.source.stats().acks + bSource.stats().acks === 1, 'a later copy acked as a duplicate', 15_000);
+      await waitFor(() => closed.some((e) => /delivery acknowledgement on channel \d+ timed out/.test(String(e.error?.message))), { what: 'broker closed A\'s channel (ack timeout)', timeoutMs: 15_000 });
+      await waitFor(() => a.source.stats.generation === 2 && a.source.isConsuming(), { what: 'A reconnected its channel' });
+      await waitFor(() => a.source.stats.requeues.busy + bSource.stats.requeues.busy >= 1, { what: 'the redelivery found the lease busy', timeoutMs: 15_000 });
+      await waitFor(() => effects.count('test:s05-1') === 1, { what: 'A committed', timeoutMs: 15_000 });
+      await waitFor(() => a.source.stats.acks + bSource.stats.acks === 1, { what: 'a later copy acked as a duplicate', timeoutMs: 15_000 });
       expect(runs).toEqual(['A']);
-      expect(a.source.stats().staleSettlesSkipped).toBe(1);
+      expect(a.source.stats.staleSettlesSkipped).toBe(1);
       expect(effects.count('test:s05-1')).toBe(1);
-      await waitFor(async () => (await h.admin.messageCount(queue)) === 0, 'queue empty');
+      await waitFor(async () => (await h.admin.messageCount(queue)) === 0, { what: 'queue empty' });
     } finally {
       await restore();
     }
@@ -210,16 +209,16 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ + Redis claimer (real serv
       proxy.freeze();
       frozen = true;
       for (let i = 0; i < 10; i++) await h.admin.publish('', queue, { i }, { messageId: `s14-${i}` });
-      await waitFor(() => source.stats().requeues.claimer_unavailable >= 10, 'every delivery requeued while Redis is unresponsive', 20_000);
+      await waitFor(() => source.stats.requeues.claimer_unavailable >= 10, { what: 'every delivery requeued while Redis is unresponsive', timeoutMs: 20_000 });
       expect(effects.total).toBe(0);
       frozen = false;
       proxy.thaw();
-      await waitFor(() => effects.keys === 10, 'all keys applied after Redis answers again', 20_000);
-      await waitFor(async () => consumer.health().inFlight === 0 && (await h.admin.messageCount(queue)) === 0, 'drained');
+      await waitFor(() => effects.keys === 10, { what: 'all keys applied after Redis answers again', timeoutMs: 20_000 });
+      await waitFor(async () => consumer.health().inFlight === 0 && (await h.admin.messageCount(queue)) === 0, { what: 'drained' });
       expect(runsWhileFrozen).toBe(0);
       expect(effects.duplicated()).toEqual([]);
       expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
-      expect(source.stats().requeues.retry).toBe(0);
+      expect(source.stats.requeues.retry).toBe(0);
     } finally {
       await h.cleanup();
       await proxy.close();

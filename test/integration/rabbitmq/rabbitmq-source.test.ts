@@ -6,7 +6,7 @@ import { ack, ConfigurationError, PermanentError, reject } from '../../../src';
 import { HEADERS } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { applying, EffectLog, Harness } from './support/harness';
-import { gate, waitFor } from './support/wait';
+import { gate, waitFor } from '../../support/wait';
 
 describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
   let h: Harness;
@@ -28,12 +28,12 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     for (let i = 0; i < 20; i++) {
       for (let copy = 0; copy < 3; copy++) await h.admin.publish('', queue, { i }, { messageId: `m-${i}`, headers: { 'idempotency-key': `k-${i}` } });
     }
-    await waitFor(() => source.stats().acks === 60, 'all 60 deliveries acked');
+    await waitFor(() => source.stats.acks === 60, { what: 'all 60 deliveries acked' });
     expect(effects.keys).toBe(20);
     expect(effects.duplicated()).toEqual([]);
     expect(await h.admin.messageCount(queue)).toBe(0);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
-    expect(source.stats().generation).toBe(1);
+    expect(source.stats.generation).toBe(1);
   });
 
   test('batchClaims: deliveries of one turn are claimed with one claimBatch call; duplicates still give one effect', async () => {
@@ -54,8 +54,8 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     for (let i = 0; i < 100; i++) await h.admin.publish('', queue, { i }, { messageId: `b-${i % 40}` });
     const consumer = h.consumer({ source, claimer, concurrency: 50 }, applying(effects));
     await consumer.start();
-    await waitFor(() => effects.keys === 40 && source.stats().acks === 100, 'all processed');
-    await waitFor(async () => (await h.admin.messageCount(queue)) === 0, 'queue drained');
+    await waitFor(() => effects.keys === 40 && source.stats.acks === 100, { what: 'all processed' });
+    await waitFor(async () => (await h.admin.messageCount(queue)) === 0, { what: 'queue drained' });
     expect(effects.duplicated()).toEqual([]);
     expect(batches).toBeGreaterThan(0);
     expect(batches).toBeLessThan(100);
@@ -71,7 +71,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { x: 1 });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'message in DLQ');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'message in DLQ' });
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers?.[HEADERS.reason]).toBe('missing_key');
     expect(runs).toBe(0);
@@ -89,7 +89,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish(exchange, 'orders.created', { order: 1 }, { messageId: 'poison-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'poison message in the DLQ');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'poison message in the DLQ' });
     expect(calls).toHaveLength(3);
     // Backoff, not a tight loop: each retry waited for the 100 ms delay tier.
     for (let i = 1; i < calls.length; i++) expect(calls[i]! - calls[i - 1]!).toBeGreaterThanOrEqual(90);
@@ -105,8 +105,8 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     expect(String(headers[HEADERS.errorMessage])).toMatch(/^boom x+/);
     expect(dead!.properties.messageId).toBe('poison-1');
     expect(JSON.parse(dead!.content.toString())).toEqual({ order: 1 });
-    expect(source.stats().requeues.retry).toBe(2);
-    expect(source.stats().rejects).toBe(1);
+    expect(source.stats.requeues.retry).toBe(2);
+    expect(source.stats.rejects).toBe(1);
     expect(await h.admin.messageCount(queue)).toBe(0);
   });
 
@@ -120,7 +120,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { amount: -1 }, { messageId: 'neg-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'message in DLQ');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'message in DLQ' });
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers?.[HEADERS.reason]).toBe('permanent_error');
     expect(dead!.properties.headers?.[HEADERS.errorType]).toBe('PermanentError');
@@ -136,7 +136,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async () => reject('fraud_suspected'));
     await consumer.start();
     await h.admin.publish('', queue, { a: 1 }, { messageId: 'r-1' });
-    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, 'message in DLQ');
+    await waitFor(async () => (await h.admin.messageCount(`${queue}.dlq`)) === 1, { what: 'message in DLQ' });
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers?.[HEADERS.reason]).toBe('fraud_suspected');
     expect(dead!.properties.headers?.[HEADERS.attempts]).toBe(1);
@@ -154,17 +154,17 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { n: 1 }, { messageId: 'same' });
-    await waitFor(() => source.stats().deliveries === 1, 'first delivery');
+    await waitFor(() => source.stats.deliveries === 1, { what: 'first delivery' });
     await h.admin.publish('', queue, { n: 1 }, { messageId: 'same' });
     // maxAttempts 1: if busy counted as an attempt, the copy would be dead-lettered.
-    await waitFor(() => source.stats().requeues.busy >= 3, 'several busy requeues');
+    await waitFor(() => source.stats.requeues.busy >= 3, { what: 'several busy requeues' });
     const copies = await h.admin.messageCount(queue);
     expect(copies).toBeLessThanOrEqual(1);
     release.open();
-    await waitFor(() => source.stats().acks === 2, 'original committed and copy acked as duplicate');
+    await waitFor(() => source.stats.acks === 2, { what: 'original committed and copy acked as duplicate' });
     expect(effects.count('test:same')).toBe(1);
     expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
-    expect(source.stats().requeues.retry).toBe(0);
+    expect(source.stats.requeues.retry).toBe(0);
   });
 
   test('requeue(delay) picks the nearest delay tier and the attempt count travels in the header', async () => {
@@ -178,7 +178,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     await h.admin.publish('', queue, { a: 1 }, { messageId: 'd-1' });
-    await waitFor(() => seen.length === 3 && source.stats().acks === 1, 'three runs');
+    await waitFor(() => seen.length === 3 && source.stats.acks === 1, { what: 'three runs' });
     expect(seen.map((s) => s.attempt)).toEqual([1, 2, 3]);
     expect(seen.map((s) => s.prior)).toEqual([undefined, 1, 2]);
     expect(seen[1]!.at - seen[0]!.at).toBeGreaterThanOrEqual(450);
@@ -226,7 +226,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     expect(['resolved', 'ShutdownError']).toContain(await starting);
     expect(consumer.health().state).toBe('stopped');
     const ch = await h.admin.ch();
-    await waitFor(async () => (await ch.checkQueue(queue)).consumerCount === 0, 'no consumer left on the queue');
+    await waitFor(async () => (await ch.checkQueue(queue)).consumerCount === 0, { what: 'no consumer left on the queue' });
   });
 
   test("topology 'check' refuses a missing queue and accepts a declared one", async () => {
@@ -259,11 +259,11 @@ describeWithServices(['rabbitmq'], 'RabbitMQ source (real broker)', () => {
     });
     await consumer.start();
     for (let i = 0; i < 10; i++) await h.admin.publish('', queue, { i }, { messageId: `p-${i}` });
-    await waitFor(() => source.stats().deliveries === 3, 'three deliveries');
-    await waitFor(async () => (await h.admin.messageCount(queue)) === 7, 'seven left in the queue (not prefetched)');
-    expect(source.stats().deliveries).toBe(3);
+    await waitFor(() => source.stats.deliveries === 3, { what: 'three deliveries' });
+    await waitFor(async () => (await h.admin.messageCount(queue)) === 7, { what: 'seven left in the queue (not prefetched)' });
+    expect(source.stats.deliveries).toBe(3);
     started.open();
-    await waitFor(() => source.stats().acks === 10, 'all acked');
+    await waitFor(() => source.stats.acks === 10, { what: 'all acked' });
     expect(maxRunning).toBe(3);
   });
 });

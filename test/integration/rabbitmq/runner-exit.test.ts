@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL, AmqpAdmin, uniqueName } from './support/amqp';
-import { waitFor } from './support/wait';
+import { waitFor } from '../../support/wait';
 
 interface Child {
   readonly process: ChildProcess;
@@ -74,7 +74,7 @@ describeWithServices(['rabbitmq', 'redis'], 'runConsumers exit policy (child pro
     child = startChild({ QUEUE: queue, PREFIX: prefix, MODE: 'closers' });
     await child.ready;
     await admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'k1' } });
-    await waitFor(async () => (await redis.hget(`${prefix}:effects`, 'runner-exit:k1')) === '1', 'the effect');
+    await waitFor(async () => (await redis.hget(`${prefix}:effects`, 'runner-exit:k1')) === '1', { what: 'the effect' });
     const sent = Date.now();
     child.process.kill('SIGTERM');
     const exit = await child.exited;
@@ -93,9 +93,9 @@ describeWithServices(['rabbitmq', 'redis'], 'runConsumers exit policy (child pro
     child = startChild({ QUEUE: queue, PREFIX: prefix, MODE: 'stuck', SHUTDOWN_TIMEOUT_MS: '60000' });
     await child.ready;
     await admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'k2' } });
-    await waitFor(async () => (await redis.get(`${prefix}:started`)) === '1', 'the handler to start');
+    await waitFor(async () => (await redis.get(`${prefix}:started`)) === '1', { what: 'the handler to start' });
     child.process.kill('SIGTERM');
-    await waitFor(() => child!.stderr().includes('twophase: shutting down'), 'the shutting down line');
+    await waitFor(() => child!.stderr().includes('twophase: shutting down'), { what: 'the shutting down line' });
     const sent = Date.now();
     child.process.kill('SIGTERM');
     const exit = await child.exited;
@@ -103,7 +103,7 @@ describeWithServices(['rabbitmq', 'redis'], 'runConsumers exit policy (child pro
     expect(exit.at - sent).toBeLessThan(5000);
     expect(lines(child.stderr()).find((l) => l.msg?.toString().includes('second signal'))).toMatchObject({ level: 'warn' });
     // Nothing was lost: the message is back on the queue (unacked when the connection dropped).
-    await waitFor(async () => (await admin.messageCount(queue)) === 1, 'the message back on the queue');
+    await waitFor(async () => (await admin.messageCount(queue)) === 1, { what: 'the message back on the queue' });
     await redis.del(`${prefix}:started`);
   });
 
@@ -114,7 +114,7 @@ describeWithServices(['rabbitmq', 'redis'], 'runConsumers exit policy (child pro
     child = startChild({ QUEUE: queue, PREFIX: prefix, MODE: 'stuck', SHUTDOWN_TIMEOUT_MS: '60000', EXIT_DEADLINE_MS: '1500' });
     await child.ready;
     await admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'k3' } });
-    await waitFor(async () => (await redis.get(`${prefix}:started`)) === '1', 'the handler to start');
+    await waitFor(async () => (await redis.get(`${prefix}:started`)) === '1', { what: 'the handler to start' });
     const sent = Date.now();
     child.process.kill('SIGTERM');
     const exit = await child.exited;

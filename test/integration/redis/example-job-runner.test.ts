@@ -8,7 +8,8 @@ import { runOnceKey } from '../../../src';
 import { RedisClaimer } from '../../../adapters/redis';
 import { type Job, JobRunner } from '../../../examples/job-runner/job-runner';
 import { describeWithServices } from '../../support/services';
-import { connectRedis, deleteMatching, silentLogger, uniquePrefix, waitFor } from './support/redis-helpers';
+import { connectRedis, deleteMatching, silentLogger, uniquePrefix} from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 
 describeWithServices(['redis'], 'examples/job-runner (real Redis)', () => {
   let clients: Redis[] = [];
@@ -96,7 +97,7 @@ describeWithServices(['redis'], 'examples/job-runner (real Redis)', () => {
     const crashed = await claimers[0]!.claim(runOnceKey({ operation: 'job:send-invoices' }, '2026-12-01'), { leaseTtlMs: job.leaseTtlMs, doneTtlMs: job.doneTtlMs });
     expect(crashed.state).toBe('acquired');
     expect((await runners[1]!.tick(job, day)).outcome).toBe('running_elsewhere');
-    await waitFor(async () => (await runners[1]!.tick(job, day)).outcome === 'blocked', 5000, 50, 'the crashed lease to expire');
+    await waitFor(async () => (await runners[1]!.tick(job, day)).outcome === 'blocked', { timeoutMs: 5000, intervalMs: 50, what: 'the crashed lease to expire' });
     expect(job.runs).toBe(0);
     expect((await runners[1]!.retry(job, '2026-12-01')).outcome).toBe('ran');
     expect(job.runs).toBe(1);

@@ -14,16 +14,8 @@ import {
 } from '../../../src';
 import { RedisClaimer, type RedisClaimerOptions, recordKey } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import {
-  connectRedis,
-  deleteMatching,
-  REDIS_PROTOCOLS,
-  type RespVersion,
-  silentLogger,
-  sleep,
-  uniquePrefix,
-  waitFor,
-} from './support/redis-helpers';
+import { connectRedis, deleteMatching, REDIS_PROTOCOLS, type RespVersion, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 
 function acquired(result: ClaimResult) {
   if (result.state !== 'acquired') throw new Error(`expected acquired, got ${result.state}`);
@@ -128,7 +120,7 @@ function claimerSuite(protocol: RespVersion): void {
       acquired(await a.claim('skewed-short', short));
       expect((await c.claim('skewed-short', short)).state).toBe('busy');
       // It expires on the server's clock, not later for the clock running behind.
-      await waitFor(async () => (await c.claim('skewed-short', short)).state === 'acquired', 2000, 20, 'server-side expiry');
+      await waitFor(async () => (await c.claim('skewed-short', short)).state === 'acquired', { timeoutMs: 2000, intervalMs: 20, what: 'server-side expiry' });
     } finally {
       dateNow.mockRestore();
     }

@@ -8,7 +8,8 @@ import { type ClaimResult, namespaceKey } from '../../../src';
 import { diagnoseRedisKey, RedisClaimer, recordKey } from '../../../adapters/redis';
 import { runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
-import { connectRedis, deleteMatching, SHARED_REDIS, silentLogger, uniquePrefix, waitFor } from './support/redis-helpers';
+import { connectRedis, deleteMatching, SHARED_REDIS, silentLogger, uniquePrefix } from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 
 const REDIS_URL = `redis://${SHARED_REDIS.host}:${SHARED_REDIS.port}`;
 
@@ -55,7 +56,7 @@ describeWithServices(['redis'], 'twophase keys diagnose --store redis', () => {
     expect(inProgress.owner.length).toBeGreaterThan(0);
 
     acquired(await claimer.claim('stale', { leaseTtlMs: 100, doneTtlMs: 60_000 }));
-    await waitFor(async () => (await d('stale')).state === 'lease_expired', 5000, 25, 'lease of "stale" to expire');
+    await waitFor(async () => (await d('stale')).state === 'lease_expired', { timeoutMs: 5000, intervalMs: 25, what: 'lease of "stale" to expire' });
     expect(await d('stale')).toMatchObject({ state: 'lease_expired', attempt: 1 });
 
     const done = acquired(await claimer.claim('done', { leaseTtlMs: 1000, doneTtlMs: 60_000, fingerprint: 'fp-a' }));

@@ -11,7 +11,8 @@ import { RedisClaimer } from '../../../adapters/redis';
 import { SCRIPTS } from '../../../adapters/redis/script-loader';
 import { describeWithServices } from '../../support/services';
 import { ManualSource, recordingDelivery } from '../../unit/helpers';
-import { deleteMatching, SHARED_REDIS, uniquePrefix, waitFor } from './support/redis-helpers';
+import { deleteMatching, SHARED_REDIS, uniquePrefix } from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 import { ReplyResetProxy } from './support/reply-reset-proxy';
 
 const opts = { leaseTtlMs: 10_000, doneTtlMs: 60_000 };

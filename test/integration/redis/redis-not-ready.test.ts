@@ -8,7 +8,8 @@ import Redis from 'ioredis';
 import { ClaimerUnavailableError } from '../../../src';
 import { RedisClaimer } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { recordingLogger, uniquePrefix, waitFor } from './support/redis-helpers';
+import { recordingLogger, uniquePrefix } from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 
 async function closedPort(): Promise<number> {
   const server = createServer();
@@ -43,7 +44,7 @@ describeWithServices(['redis'], 'RedisClaimer not ready: host, port and cause in
     );
     expect(error).toBeInstanceOf(ClaimerUnavailableError);
     expect((error as Error).message).toMatch(new RegExp(`the Redis client for 127\\.0\\.0\\.1:${port} was not ready within 500 ms \\(status "\\w+"\\): .*ECONNREFUSED`));
-    await waitFor(() => client.status !== 'wait', 2000, 10, 'the client to try');
+    await waitFor(() => client.status !== 'wait', { timeoutMs: 2000, intervalMs: 10, what: 'the client to try' });
     const claim = await claimer.claim('k', { leaseTtlMs: 1000, doneTtlMs: 60_000 }).then(
       () => undefined,
       (e: unknown) => e,

@@ -8,7 +8,8 @@ import { ack, ConsumerBase, type Disposition, type Logger } from '../../../src';
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { RedisClaimer } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { silentLogger, uniquePrefix, waitFor } from './support/redis-helpers';
+import { silentLogger, uniquePrefix } from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 import { RedisServerProcess } from './support/redis-process';
 
 class Held extends ConsumerBase<unknown> {
@@ -50,18 +51,18 @@ describeWithServices(['redis'], 'failure lines while Redis is down (private redi
     try {
       await consumer.start();
       for (let i = 0; i < 20; i++) broker.publish('q', { body: '{}', headers: { 'idempotency-key': `k${i}` } });
-      await waitFor(() => consumer.started === 20, 10_000);
+      await waitFor(() => consumer.started === 20, { timeoutMs: 10_000 });
       await server.stop();
-      await waitFor(() => claimer.stats.notReady >= 300, 20_000); // ~15 extension rounds of 20 handlers
+      await waitFor(() => claimer.stats.notReady >= 300, { timeoutMs: 20_000 }); // ~15 extension rounds of 20 handlers
       consumer.open();
-      await waitFor(() => consumer.health().inFlight === 0, 20_000);
+      await waitFor(() => consumer.health().inFlight === 0, { timeoutMs: 20_000 });
       await consumer.stop();
     } finally {
       broker.close();
       await claimer.close();
       // Quit once reconnected: disconnect() while reconnecting leaves ioredis' 2 s force-close timer behind.
       if (!server.running) await server.startAgain();
-      await waitFor(() => client.status === 'ready', 10_000);
+      await waitFor(() => client.status === 'ready', { timeoutMs: 10_000 });
       await client.quit();
     }
     const extendLines = lines.filter((l) => l.msg?.includes('lease extend failed'));

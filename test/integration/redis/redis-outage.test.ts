@@ -8,7 +8,8 @@ import Redis, { type RedisOptions } from 'ioredis';
 import { ClaimerUnavailableError, type ClaimResult, LeaseLostError } from '../../../src';
 import { RedisClaimer, type RedisClaimerOptions } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { IOREDIS_MAJOR, protocolOptions, recordingLogger, REDIS_PROTOCOLS, type RespVersion, uniquePrefix, waitFor } from './support/redis-helpers';
+import { IOREDIS_MAJOR, protocolOptions, recordingLogger, REDIS_PROTOCOLS, type RespVersion, uniquePrefix } from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 import { freePort, RedisServerProcess } from './support/redis-process';
 
 const opts = { leaseTtlMs: 10_000, doneTtlMs: 60_000 };
@@ -78,7 +79,7 @@ function outageSuite(protocol: RespVersion): void {
     await acquired(await claimer.claim('committed-before-outage', opts)).receipt.commit();
 
     await server.stop();
-    await waitFor(() => client.status !== 'ready', 5000, 10, 'the client to notice the outage');
+    await waitFor(() => client.status !== 'ready', { timeoutMs: 5000, intervalMs: 10, what: 'the client to notice the outage' });
 
     const claimAttempt = await timed(claimer.claim('during-outage', opts));
     expect(claimAttempt.error).toBeInstanceOf(ClaimerUnavailableError);
@@ -90,12 +91,12 @@ function outageSuite(protocol: RespVersion): void {
     expect(many.error).toBeInstanceOf(ClaimerUnavailableError);
 
     // Reconnect attempts raise client errors; the claimer absorbs and logs them (rate limited).
-    await waitFor(() => claimer.stats.clientErrors >= 3, 5000, 20, 'several client error events');
+    await waitFor(() => claimer.stats.clientErrors >= 3, { timeoutMs: 5000, intervalMs: 20, what: 'several client error events' });
     expect(log.calls.filter((c) => c.level === 'warn' && /client error/.test(c.msg ?? ''))).toHaveLength(1);
 
     const reloadsBefore = claimer.stats.scriptReloads;
     await server.startAgain(); // empty: no persistence, empty script cache
-    const resumed = await waitFor(() => claimer.claim('after-restart', opts), 10_000, 50, 'claims to resume');
+    const resumed = await waitFor(() => claimer.claim('after-restart', opts), { timeoutMs: 10_000, intervalMs: 50, what: 'claims to resume' });
     expect(resumed.state).toBe('acquired');
     await acquired(resumed).receipt.commit('ok');
     // The restart emptied the script cache: recovered through NOSCRIPT → EVAL, and counted.
@@ -118,7 +119,7 @@ function outageSuite(protocol: RespVersion): void {
       expect(attempt.ms).toBeLessThan(1000);
     }
     // When the pause ends Redis runs both held calls; past their deadline, they refuse to write.
-    await waitFor(() => claimer.stats.lateCallsRefused >= 1, 5000, 25, 'the held calls to be refused');
+    await waitFor(() => claimer.stats.lateCallsRefused >= 1, { timeoutMs: 5000, intervalMs: 25, what: 'the held calls to be refused' });
     expect(claimer.stats.deadlinesExceeded).toBeGreaterThanOrEqual(2);
     // The claim was not written: a new claim is the key's first attempt.
     expect(acquired(await claimer.claim('claimed-during-pause', opts)).attempt).toBe(1);
@@ -209,7 +210,7 @@ function outageSuite(protocol: RespVersion): void {
     expect(lazy.status).toBe('ready');
 
     await server.stop();
-    await waitFor(() => lazy.status !== 'ready', 5000, 10, 'the client to notice the outage');
+    await waitFor(() => lazy.status !== 'ready', { timeoutMs: 5000, intervalMs: 10, what: 'the client to notice the outage' });
     const attempt = await timed(claimer.ready());
     expect(attempt.error).toBeInstanceOf(ClaimerUnavailableError);
     expect(attempt.ms).toBeLessThan(1500);

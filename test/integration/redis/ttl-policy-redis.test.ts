@@ -9,7 +9,8 @@ import { ack, ConfigurationError, ConsumerBase, type Disposition, type Message, 
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { RedisClaimer, recordKey } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { connectRedis, deleteMatching, silentLogger, uniquePrefix, waitFor } from './support/redis-helpers';
+import { connectRedis, deleteMatching, silentLogger, uniquePrefix} from './support/redis-helpers';
+import { waitFor } from '../../support/wait';
 
 const DAY = 24 * 60 * 60 * 1000;
 

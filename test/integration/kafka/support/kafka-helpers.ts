@@ -39,22 +39,6 @@ export function unique(label: string): string {
   return `tp-${label}-${randomBytes(4).toString('hex')}`;
 }
 
-/** Resolves once `check` returns a truthy value (polled every `everyMs`), or rejects after `timeoutMs`. */
-export async function waitFor<T>(check: () => Promise<T> | T, what: string, timeoutMs = 20_000, everyMs = 50): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
-}
-
 /** Topics (with their dead-letter topics) created for one suite and deleted at its end. */
 export class TopicFixture {
   private readonly created = new Set<string>();

@@ -25,6 +25,16 @@ export async function rabbitmqctlAvailable(): Promise<boolean> {
   }
 }
 
+/**
+ * For suites that inject faults with `rabbitmqctl`: resolves whether it is available, and fails
+ * (rejects) under `CI`, where the fault tests must run.
+ */
+export async function requireRabbitmqctl(): Promise<boolean> {
+  const available = await rabbitmqctlAvailable();
+  if (!available && process.env.CI) throw new Error('rabbitmqctl is required under CI (fault injection)');
+  return available;
+}
+
 function erlangBinary(text: string): string {
   if (!/^[A-Za-z0-9._:-]+$/.test(text)) throw new Error(`unsafe name for rabbitmqctl eval: ${text}`);
   return `<<"${text}">>`;

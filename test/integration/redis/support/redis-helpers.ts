@@ -115,24 +115,6 @@ export async function deleteMatching(client: Redis | Cluster, pattern: string): 
   return deleted;
 }
 
-/** Resolves once `check` returns a truthy value (polled every `everyMs`), or rejects after `timeoutMs`. */
-export async function waitFor<T>(check: () => Promise<T> | T, timeoutMs = 10_000, everyMs = 25, what = 'condition'): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > until) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    }
-    await sleep(everyMs);
-  }
-}
-
 /** A real sleep: only for letting Redis-judged TTLs pass. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

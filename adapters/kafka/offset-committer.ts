@@ -1,0 +1,120 @@
+/**
+ * The offset committer of a {@link KafkaSource}: commits, for each partition of the current
+ * group generation, the end of its contiguous settled prefix (a {@link PartitionWorker}'s
+ * `committable` offset), every `commitIntervalMs`, on demand (a rebalance starting) and once more
+ * at shutdown.
+ *
+ * Ownership rule (the reason this is its own unit): Kafka's classic group protocol checks the
+ * generation of an OffsetCommit but not which member owns the partition (kafkajs issue #1046). So
+ * only workers of the current generation, for partitions in the current assignment, are
+ * committed, the check and the commit call run in one synchronous step, and the commit is sent
+ * once, never retried by the client with a newer generation. One commit is in flight at a time; a
+ * flush asked for during one runs once more after it.
+ */
+import type { Logger } from '../../src';
+import { sleep } from '../../src/adapter-kit';
+import type { FetchedBatch, TopicPartitionOffset } from './client';
+import { offsetAbove, type PartitionWorker } from './partition-worker';
+
+/** What the committer reads of the source's current group generation. */
+export interface CommitGeneration {
+  readonly epoch: number;
+  /** `topic\0partition` of every partition assigned in this generation. */
+  readonly owned: ReadonlySet<string>;
+  /** The latest fetched batch of this generation: its `commit` goes to the group coordinator. */
+  readonly controls: FetchedBatch | undefined;
+}
+
+/** What the committer needs from its source: a narrow interface, so the rule is testable alone. */
+export interface CommitterHost {
+  readonly logger: Logger;
+  readonly groupId: string;
+  /** False before start and once the source crashed or closed: nothing is committed then. */
+  mayCommit(): boolean;
+  /** The current generation, or undefined between generations. */
+  generation(): CommitGeneration | undefined;
+  /** The workers of the current generation, by `topic\0partition`. */
+  workers(): ReadonlyMap<string, PartitionWorker>;
+  /** A commit succeeded (for counters and events). */
+  committed(offsets: readonly TopicPartitionOffset[]): void;
+  /** A commit failed (rebalance, unknown member, broker error); already logged. */
+  commitFailed(offsets: readonly TopicPartitionOffset[], error: unknown): void;
+}
+
+export class OffsetCommitter {
+  private flushing: Promise<boolean> | undefined;
+  private flushAgain: Promise<boolean> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly host: CommitterHost) {}
+
+  /** Starts committing every `intervalMs` ms (an unref'd timer). Safe to repeat: one timer at most. */
+  startInterval(intervalMs: number): void {
+    this.stopInterval();
+    this.timer = setInterval(() => void this.flush(), intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the periodic commits. Safe to repeat. */
+  stopInterval(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * Commits each current-generation partition's settled prefix, if it moved. Resolves true when
+   * nothing was due or the commit succeeded, false when it failed (never rejects).
+   */
+  flush(): Promise<boolean> {
+    if (this.flushing) {
+      this.flushAgain ??= this.flushing.then(() => {
+        this.flushAgain = undefined;
+        return this.flush();
+      });
+      return this.flushAgain;
+    }
+    this.flushing = this.flushOnce().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  /** Flushes until a commit succeeds or `timeoutMs` ms passed, waiting 200 ms × attempt between tries. */
+  async finalCommit(timeoutMs: number): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      const ok = await this.flush();
+      if (ok || Date.now() >= until) return;
+      await sleep(Math.min(200 * attempt, Math.max(0, until - Date.now())));
+    }
+  }
+
+  private async flushOnce(): Promise<boolean> {
+    if (!this.host.mayCommit()) return true;
+    const generation = this.host.generation();
+    const controls = generation?.controls;
+    if (!generation || !controls) return true;
+    const due: Array<{ worker: PartitionWorker; offset: TopicPartitionOffset }> = [];
+    for (const [key, worker] of this.host.workers()) {
+      const offset = worker.committable;
+      if (offset === undefined || offset === worker.committed) continue;
+      // Ownership is checked here, in the same synchronous step as the commit call below.
+      if (worker.epoch !== generation.epoch || !generation.owned.has(key)) continue;
+      due.push({ worker, offset: { topic: worker.topic, partition: worker.partition, offset } });
+    }
+    if (due.length === 0) return true;
+    const offsets = due.map((d) => d.offset);
+    try {
+      await controls.commit(offsets);
+    } catch (error) {
+      this.host.logger.warn({ err: error, groupId: this.host.groupId, offsets }, 'twophase/kafka: offset commit failed; settled records are skipped as duplicates when delivered again');
+      this.host.commitFailed(offsets, error);
+      return false;
+    }
+    for (const { worker, offset } of due) {
+      if (worker.committed === undefined || offsetAbove(offset.offset, worker.committed)) worker.committed = offset.offset;
+    }
+    this.host.committed(offsets);
+    return true;
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The source conformance suite against KafkaSource on the shared broker (127.0.0.1:9092): one
+ * fresh single-partition topic (and its `.dlq`) per test, one consumer group per test.
+ */
+import type { Producer } from 'kafkajs';
+import { HEADERS, type KafkaSource } from '../../adapters/kafka';
+import type { MessageSource } from '../../src';
+import { fastSource, FAST_GROUP, makeKafka, TopicFixture, unique } from '../integration/kafka/support/kafka-helpers';
+import { describeWithServices } from '../support/services';
+import { waitFor } from '../support/wait';
+import { describeSourceConformance, type ReadDeadLetter } from './source-conformance';
+
+describeWithServices(['kafka'], 'KafkaSource conformance on 127.0.0.1:9092', () => {
+  const kafka = makeKafka('twophase-source-conformance');
+  let producer: Producer;
+  beforeAll(async () => {
+    producer = kafka.producer();
+    await producer.connect();
+  });
+  afterAll(async () => {
+    await producer?.disconnect();
+  });
+
+  /** Reads every record of `topic` (one partition) up to its high watermark. */
+  async function readAll(fixture: TopicFixture, topic: string, groups: string[]): Promise<ReadDeadLetter[]> {
+    const high = Number((await fixture.highWatermarks(topic))[0] ?? '0');
+    if (high === 0) return [];
+    const read: ReadDeadLetter[] = [];
+    const groupId = unique('conf-dlq-reader');
+    groups.push(groupId);
+    const reader = kafka.consumer({ groupId, ...FAST_GROUP });
+    await reader.connect();
+    try {
+      await reader.subscribe({ topics: [topic], fromBeginning: true });
+      await reader.run({
+        eachMessage: async ({ message }) => {
+          read.push({ body: message.value?.toString('utf8') ?? '', reason: String(message.headers?.[HEADERS.reason] ?? '') });
+        },
+      });
+      await waitFor(() => read.length >= high, { what: `${high} records of ${topic}`, timeoutMs: 30_000 });
+    } finally {
+      await reader.disconnect();
+    }
+    return read;
+  }
+
+  describeSourceConformance('KafkaSource', async () => {
+    const fixture = new TopicFixture(kafka);
+    const topic = await fixture.create('src-conf', 1);
+    const groupId = unique('src-conf-group');
+    const groups = [groupId];
+    return {
+      createSource: () => fastSource(kafka, { topics: [topic], groupId }),
+      publish: async (body) => {
+        await producer.send({ topic, messages: [{ value: body }] });
+      },
+      deadLetters: () => readAll(fixture, `${topic}.dlq`, groups),
+      // Stops fetching and leaves the group without committing anything.
+      crash: (source: MessageSource) => (source as KafkaSource).crash(),
+      requeueDelayMs: 500,
+      flagsRedelivery: false,
+      deliveryTimeoutMs: 30_000,
+      cleanup: async () => {
+        const admin = await fixture.connect();
+        await admin.deleteGroups(groups).catch(() => undefined);
+        await fixture.destroy();
+      },
+    };
+  });
+});
