@@ -45,7 +45,9 @@ describeWithServices(['kafka', 'redis'], 'demo on Kafka + Redis', () => {
     // every poison payment, undecodable message and keyless message reached the dead-letter topic
     expect(result.stdout).toMatch(/dead letters\s+\d+ = .*permanent_error \d+ \(of 10 poison payments\)/);
     expect(result.stdout).toMatch(/invalid_body \d+ \(of 2 undecodable messages\)/);
-    expect(result.stdout).toMatch(/missing_key 1 \(of 1 message without a key\)/);
+    // A member killed after writing a dead letter and before committing its offset writes it again
+    // on redelivery (dead letters are at-least-once, docs/kafka.md "reject" row): copies ≥ 1, of exactly 1 message.
+    expect(result.stdout).toMatch(/missing_key [1-9]\d* \(of 1 message without a key\)/);
     expect(result.stdout).toMatch(/VERDICT: PASS/);
     expect(result.status).toBe(0);
   });
