@@ -2,8 +2,8 @@
  * A chaos worker process: one ChaosConsumer on a real broker (RabbitMQ or Kafka) with the run's
  * claimer: RedisClaimer on the private redis-server, PostgresClaimer in transactional mode
  * (the inbox), whose effect INSERT goes through `ctx.transaction`, or that inbox behind a Redis
- * gate (GatedClaimer). Forked by the harness with its
- * config as JSON in argv[2]; takes `arm` and `stop` messages, reports `ready` and periodic `stats`.
+ * gate (GatedClaimer). Forked by the harness with its config as JSON in argv[2]; takes `arm` and
+ * `stop` messages, reports `ready` and periodic `stats` (with the gate's counters when gated).
  *
  * Killed workers die by SIGKILL (the harness's, or their own at an armed point): nothing runs
  * after that, exactly as in production.
