@@ -9,12 +9,12 @@
  *
  * Stacks whose spec has `strictVerdict` (the PostgreSQL inbox) fail on any duplicate in both.
  *
- * `ci` fits every stack in about 12 minutes on a 2-core machine; `long` publishes at least
- * 100,000 messages per stack (see docs/chaos.md).
+ * `ci` fits every stack in about 12 minutes on a 2-core machine (the two gated stacks add under
+ * 3 more); `long` publishes at least 100,000 messages per stack (see docs/chaos.md).
  */
 import type { HandlerProfile } from './chaos-consumer';
 import { type FaultKind, STRICT_FAULTS } from './schedule';
-import { type StackName, stackSpec } from './stacks/registry';
+import { hasPrivateRedis, isInbox, type StackName, stackSpec } from './stacks/registry';
 
 export { type StackName, STACKS } from './stacks/registry';
 export type ProfileName = 'ci' | 'long';
@@ -55,10 +55,11 @@ function scenarios(stack: StackName, messages: number, publishMs: number, drainT
     workers: 3,
     // The inbox holds a connection of the shared server (max_connections 100) per in-flight
     // delivery: fewer in flight per worker than with Redis.
-    concurrency: spec.store === 'postgres' ? 8 : 16,
+    concurrency: isInbox(spec.store) ? 8 : 16,
     leaseTtlMs: 2000,
     handler: HANDLER,
-    outageMs: [1500, 4500] as const,
+    // The gate's pauses stay near 2 s: ten times its 200 ms deadline, so claims fall back.
+    outageMs: spec.store === 'gated' ? ([1500, 2500] as const) : ([1500, 4500] as const),
     restartDelayMs: 1000,
     drainTimeoutMs,
   };
@@ -72,9 +73,11 @@ function scenarios(stack: StackName, messages: number, publishMs: number, drainT
     Object.assign(strict, { group_leave: 1.5, group_join: 1.5 });
     Object.assign(full, { group_leave: 1, group_join: 1 });
   }
-  if (spec.store === 'redis') Object.assign(full, { redis_stop: 1.5, redis_pause: 1.5 });
+  if (hasPrivateRedis(spec.store)) Object.assign(full, { redis_stop: 1.5, redis_pause: 1.5 });
+  // The gate forgets everything at once: it must cost reads of the truth, never a repeat.
+  if (spec.store === 'gated') full.redis_flush = 1.5;
   // The server ends a consumer's session in the middle of a transaction.
-  if (spec.store === 'postgres') full.pg_terminate = 3;
+  if (isInbox(spec.store)) full.pg_terminate = 3;
   return [
     { ...base, name: 'strict', faultsPerMinute: strict },
     { ...base, name: 'full', faultsPerMinute: full },
@@ -86,6 +89,10 @@ export function profile(name: ProfileName, stack: StackName): ScenarioProfile[] 
   if (name === 'ci') {
     // About 50 s of publishing per stack and scenario.
     if (stack === 'memory') return scenarios(stack, 4000, 25_000, 60_000);
+    // The gated stacks repeat the inbox's setup with a gate: a third of the keys, 15 s of
+    // publishing (every fault kind still fires once), so the two add under 3 minutes to the CI
+    // profile (docs/chaos.md).
+    if (stackSpec(stack).store === 'gated') return scenarios(stack, 1000, 15_000, 90_000);
     return scenarios(stack, 3000, 40_000, 90_000);
   }
   // long: at least 100,000 messages per stack (two scenarios of 50,000 each).

@@ -1,6 +1,7 @@
 /**
  * What the harness and its worker processes tell each other over the IPC channel of `fork`.
  */
+import type { GatedClaimerStats } from '../../adapters/gated';
 import type { ArmedFault, HandlerProfile } from './chaos-consumer';
 
 /** The claim store of a broker stack's workers. */
@@ -12,7 +13,18 @@ export type StoreConfig =
    * the effect goes through `ctx.transaction`. The worker's claim sessions carry the
    * `application_name` `<sessionPrefix>-<workerId>` (the pg_terminate fault finds them by it).
    */
-  | { readonly kind: 'postgres'; readonly schema: string; readonly sessionPrefix: string };
+  | { readonly kind: 'postgres'; readonly schema: string; readonly sessionPrefix: string }
+  /**
+   * GatedClaimer: a RedisClaimer gate on the run's private redis-server (no persistence), keys
+   * under `redisPrefix`, in front of the PostgreSQL inbox configured as for `postgres`.
+   */
+  | {
+      readonly kind: 'gated';
+      readonly schema: string;
+      readonly sessionPrefix: string;
+      readonly redisPort: number;
+      readonly redisPrefix: string;
+    };
 
 /** Everything a worker process needs, passed as JSON in its first argument. */
 export interface WorkerConfig {
@@ -35,5 +47,13 @@ export type ToWorker = { readonly t: 'arm'; readonly fault: ArmedFault } | { rea
 
 export type FromWorker =
   | { readonly t: 'ready'; readonly workerId: string }
-  | { readonly t: 'stats'; readonly workerId: string; readonly inFlight: number; readonly handled: number; readonly consuming: boolean }
+  | {
+      readonly t: 'stats';
+      readonly workerId: string;
+      readonly inFlight: number;
+      readonly handled: number;
+      readonly consuming: boolean;
+      /** The GatedClaimer's counters since the worker started (gated stores only). */
+      readonly gate?: GatedClaimerStats;
+    }
   | { readonly t: 'start_failed'; readonly workerId: string; readonly error: string };

@@ -8,7 +8,8 @@
  * For each stack and scenario: consumer processes, a producer with unique keys and injected
  * duplicates, an effect ledger in PostgreSQL, and a seeded fault schedule; then the verdict
  * (test/chaos/verdict.ts) and a table per stack. Exits 1 on any lost message, unexplained
- * duplicate, bad dead letter or a run that did not drain; 2 when the harness itself failed.
+ * duplicate, bad dead letter, a run that did not drain or a gated run whose gate answered no
+ * claim; 2 when the harness itself failed.
  */
 import { randomBytes } from 'node:crypto';
 import { Command, Option } from 'commander';
@@ -35,6 +36,24 @@ interface Row {
   readonly verdict: Verdict;
   /** Faults that fired, by kind (from the fault log). */
   readonly fired: Readonly<Record<string, number>>;
+  /** The verdict held, the run drained, and (gated stacks) the gate answered claims. */
+  readonly ok: boolean;
+}
+
+/**
+ * A gated run proves something about the gate only if the gate answered claims: one whose gate
+ * answered none (never reachable, or bypassed) fails, whatever its ledger says.
+ */
+function gateProblem(stack: StackName, result: StackResult): string | undefined {
+  if (stackSpec(stack).store !== 'gated') return undefined;
+  if (!result.gate) return 'no worker reported gate counters';
+  return result.gate.gateAnswers > 0 ? undefined : 'the gate answered no claim';
+}
+
+function gateText(result: StackResult): string {
+  const g = result.gate;
+  if (!g) return '';
+  return `; gate: ${g.gateAnswers} answered by Redis alone, ${g.truthClaims} decided by PostgreSQL, ${g.repopulated} repopulated, ${g.fallbackClaims} fallback (PostgreSQL alone), ${g.conflictChecks} conflict checks, ${g.gateFailures} gate failures`;
 }
 
 async function runStack(stack: StackName, scenario: ScenarioProfile, runId: string, seed: number): Promise<StackResult> {
@@ -75,7 +94,10 @@ function printTable(stack: StackName, rows: readonly Row[]): void {
   for (const r of rows) {
     const reasons: Record<string, number> = {};
     for (const d of r.result.deadLetters) reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
-    process.stdout.write(`  ${r.scenario} faults: ${faultText(r.fired)}; dead letters: ${faultText(reasons)}; run ${r.runId}${r.result.drained ? '' : '; DID NOT DRAIN'}\n`);
+    const gate = gateProblem(r.stack, r.result);
+    process.stdout.write(
+      `  ${r.scenario} faults: ${faultText(r.fired)}; dead letters: ${faultText(reasons)}${gateText(r.result)}; run ${r.runId}${r.result.drained ? '' : '; DID NOT DRAIN'}${gate ? `; GATE UNUSED: ${gate}` : ''}\n`,
+    );
     for (const u of r.verdict.unexplained.slice(0, 10)) process.stdout.write(`  UNEXPLAINED duplicate ${u.key} (fence ${u.fence}, worker ${u.worker}): ${u.cause}\n`);
     if (r.verdict.lost.length > 0) process.stdout.write(`  LOST ${r.verdict.lost.length}: ${r.verdict.lost.slice(0, 10).join(', ')}${r.verdict.lost.length > 10 ? ', …' : ''}\n`);
     for (const b of r.verdict.badDeadLetters.slice(0, 10)) process.stdout.write(`  BAD DEAD LETTER ${b}\n`);
@@ -137,22 +159,23 @@ async function main(): Promise<number> {
         deadLettered,
         poison: new Set(result.poison),
         allowedDeadLetterReasons: new Set(['permanent_error', 'retry_exhausted']),
-        storeFaults: injected.some((k) => k === 'redis_stop' || k === 'redis_pause'),
+        storeFaults: injected.some((k) => k === 'redis_stop' || k === 'redis_pause' || k === 'redis_flush'),
         strict: judgedStrictly(stack, scenario.name, injected),
       });
-      const ok = verdict.ok && result.drained;
+      const gate = gateProblem(stack, result);
+      const ok = verdict.ok && result.drained && gate === undefined;
       await pool.query('UPDATE chaos_runs SET verdict = $2 WHERE run_id = $1', [
         runId,
-        JSON.stringify({ ok, drained: result.drained, lost: verdict.lost.length, duplicates: verdict.duplicates.length, explained: verdict.explained, unexplained: verdict.unexplained.slice(0, 100), faults: fired, elapsedMs: result.elapsedMs }),
+        JSON.stringify({ ok, drained: result.drained, lost: verdict.lost.length, duplicates: verdict.duplicates.length, explained: verdict.explained, unexplained: verdict.unexplained.slice(0, 100), faults: fired, elapsedMs: result.elapsedMs, ...(result.gate ? { gate: result.gate, gateProblem: gate ?? null } : {}) }),
       ]);
-      process.stdout.write(`   ${ok ? 'OK' : 'FAILED'}: ${verdict.effects} effects for ${verdict.published} keys, ${verdict.duplicates.length} duplicated (${verdict.unexplained.length} unexplained), ${verdict.lost.length} lost, ${verdict.deadLettered} dead-lettered, ${(result.elapsedMs / 1000).toFixed(0)} s\n`);
-      stackRows.push({ stack, scenario: scenario.name, runId, result, verdict, fired });
+      process.stdout.write(`   ${ok ? 'OK' : 'FAILED'}: ${verdict.effects} effects for ${verdict.published} keys, ${verdict.duplicates.length} duplicated (${verdict.unexplained.length} unexplained), ${verdict.lost.length} lost, ${verdict.deadLettered} dead-lettered, ${(result.elapsedMs / 1000).toFixed(0)} s${gateText(result)}\n`);
+      stackRows.push({ stack, scenario: scenario.name, runId, result, verdict, fired, ok });
     }
     printTable(stack, stackRows);
     rows.push(...stackRows);
   }
   await pool.end();
-  const failed = rows.filter((r) => !r.verdict.ok || !r.result.drained);
+  const failed = rows.filter((r) => !r.ok);
   process.stdout.write(`\nchaos: ${rows.length - failed.length}/${rows.length} runs passed in ${((Date.now() - started) / 1000).toFixed(0)} s${failed.length > 0 ? `; FAILED: ${failed.map((r) => `${r.stack}/${r.scenario}`).join(', ')}` : ''}\n`);
   return failed.length > 0 ? 1 : 0;
 }

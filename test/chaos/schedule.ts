@@ -16,6 +16,7 @@ export const FAULT_KINDS = [
   'close_connections', // the broker closes a worker's connections
   'redis_stop', // the private redis-server is killed, restarted after a while
   'redis_pause', // CLIENT PAUSE on the private redis-server
+  'redis_flush', // FLUSHALL on the private redis-server (the gated stacks' gate: every entry gone)
   'pg_terminate', // pg_terminate_backend of a worker's session that is inside a transaction (PostgreSQL inbox)
   'group_leave', // a worker leaves the consumer group (graceful stop), a new one joins later
   'group_join', // an extra worker joins the group

@@ -1,19 +1,24 @@
 /**
  * A chaos worker process: one ChaosConsumer on a real broker (RabbitMQ or Kafka) with the run's
- * claimer: RedisClaimer on the private redis-server, or PostgresClaimer in transactional mode
- * (the inbox), whose effect INSERT goes through `ctx.transaction`. Forked by the harness with its
- * config as JSON in argv[2]; takes `arm` and `stop` messages, reports `ready` and periodic `stats`.
+ * claimer: RedisClaimer on the private redis-server, PostgresClaimer in transactional mode
+ * (the inbox), whose effect INSERT goes through `ctx.transaction`, or that inbox behind a Redis
+ * gate (GatedClaimer). Forked by the harness with its config as JSON in argv[2]; takes `arm` and
+ * `stop` messages, reports `ready` and periodic `stats` (with the gate's counters when gated).
  *
  * Killed workers die by SIGKILL (the harness's, or their own at an armed point): nothing runs
  * after that, exactly as in production.
  */
+import type { GatedClaimerStats } from '../../adapters/gated';
 import { type Claimer, type Logger, type MessageSource, silentLogger } from '../../src';
 import { ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
 import { LedgerWriter, pgConfig } from './ledger';
 import type { FromWorker, ToWorker, WorkerConfig } from './protocol';
 import { Rng } from './rng';
+import { isInbox } from './stacks/registry';
 
 const config = JSON.parse(process.argv[2]!) as WorkerConfig;
+/** The effect commits in the claim's PostgreSQL transaction (the inbox, gated or not). */
+const inbox = isInbox(config.store.kind);
 
 /** JSON lines on stderr (the harness writes them to the worker's log file). */
 const logger: Logger = {
@@ -34,28 +39,55 @@ function send(message: FromWorker): void {
 }
 
 /** The claimer of the run's store, and how to close what it holds. */
-async function makeClaimer(): Promise<{ claimer: Claimer; close: () => Promise<void> }> {
+async function makeClaimer(): Promise<{ claimer: Claimer; close: () => Promise<void>; gateStats?: () => GatedClaimerStats }> {
   const store = config.store;
   if (store.kind === 'redis') {
-    const { default: Redis } = await import('ioredis');
+    const { client: redis, disconnect } = await redisClient(store.port);
     const { RedisClaimer } = await import('../../adapters/redis');
-    const redis = new Redis({ host: '127.0.0.1', port: store.port, maxRetriesPerRequest: 1, retryStrategy: () => 200, lazyConnect: true });
-    redis.on('error', () => undefined);
     const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix: store.prefix, operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
     return {
       claimer,
       close: async () => {
         await claimer.close();
-        redis.disconnect();
+        disconnect();
       },
     };
   }
+  const truth = await inboxClaimer(store.schema, store.sessionPrefix);
+  if (store.kind === 'postgres') return truth;
+  // The gate: a short deadline, so a paused or stopped Redis sends claims to the truth quickly.
+  const { client: redis, disconnect } = await redisClient(store.redisPort);
+  const { RedisClaimer } = await import('../../adapters/redis');
+  const { GatedClaimer } = await import('../../adapters/gated');
+  const gate = new RedisClaimer({ redis, logger: silentLogger }, { prefix: store.redisPrefix, operationTimeoutMs: 200, readyTimeoutMs: 15_000 });
+  const claimer = new GatedClaimer({ gate, truth: truth.claimer, logger }, { gateRetryMs: 500 });
+  return {
+    claimer,
+    gateStats: () => claimer.stats,
+    close: async () => {
+      await gate.close();
+      disconnect();
+      await truth.close();
+    },
+  };
+}
+
+/** An ioredis client of the run's private redis-server that retries every 200 ms and never throws on its own. */
+async function redisClient(port: number): Promise<{ client: import('ioredis').Redis; disconnect: () => void }> {
+  const { default: Redis } = await import('ioredis');
+  const client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, retryStrategy: () => 200, lazyConnect: true });
+  client.on('error', () => undefined);
+  return { client, disconnect: () => client.disconnect() };
+}
+
+/** PostgresClaimer in transactional mode (the inbox) on the run's schema. */
+async function inboxClaimer(schema: string, sessionPrefix: string): Promise<{ claimer: Claimer; close: () => Promise<void> }> {
   const { Pool } = await import('pg');
   const { PostgresClaimer } = await import('../../adapters/postgres');
   // One client per in-flight delivery, plus the short checks of duplicates (docs/postgres.md).
-  const pool = new Pool({ ...pgConfig(config.concurrency + 4), application_name: `${store.sessionPrefix}-${config.workerId}` });
+  const pool = new Pool({ ...pgConfig(config.concurrency + 4), application_name: `${sessionPrefix}-${config.workerId}` });
   pool.on('error', () => undefined); // sessions ended by the server (pg_terminate, idle timeout)
-  const claimer = new PostgresClaimer({ pool, logger }, { schema: store.schema, mode: 'transactional', operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
+  const claimer = new PostgresClaimer({ pool, logger }, { schema, mode: 'transactional', operationTimeoutMs: 1000, readyTimeoutMs: 15_000 });
   return { claimer, close: () => pool.end().catch(() => undefined) };
 }
 
@@ -87,15 +119,15 @@ async function makeSource(): Promise<MessageSource> {
       fromBeginning: true,
       logger,
       // The inbox opens a transaction per claim: no claims ahead of dispatch (docs/postgres.md).
-      ...(config.store.kind === 'postgres' ? { claimBatchSize: 1 } : {}),
+      ...(inbox ? { claimBatchSize: 1 } : {}),
       consumer: { sessionTimeout: kafka.sessionTimeoutMs, rebalanceTimeout: kafka.sessionTimeoutMs + 2000, heartbeatInterval: 500, maxWaitTimeInMs: 100 },
     },
   );
 }
 
 async function main(): Promise<void> {
-  const ledger = new LedgerWriter(config.runId, config.workerId, config.store.kind === 'postgres' ? 2 : 6);
-  const { claimer, close: closeClaimer } = await makeClaimer();
+  const ledger = new LedgerWriter(config.runId, config.workerId, inbox ? 2 : 6);
+  const { claimer, close: closeClaimer, gateStats } = await makeClaimer();
   const control: WorkerControl = {
     id: config.workerId,
     dead: false,
@@ -119,7 +151,7 @@ async function main(): Promise<void> {
     handler: config.handler,
     leaseTtlMs: config.leaseTtlMs,
     strict: config.strict,
-    effectInTransaction: config.store.kind === 'postgres',
+    effectInTransaction: inbox,
     runStartedAt: config.runStartedAt,
   });
 
@@ -139,7 +171,7 @@ async function main(): Promise<void> {
   };
   const stats = setInterval(() => {
     const health = consumer.health();
-    send({ t: 'stats', workerId: config.workerId, inFlight: health.inFlight, handled: consumer.handled, consuming: health.ready });
+    send({ t: 'stats', workerId: config.workerId, inFlight: health.inFlight, handled: consumer.handled, consuming: health.ready, ...(gateStats ? { gate: gateStats() } : {}) });
   }, 250);
   try {
     await consumer.start();

@@ -1,7 +1,8 @@
 /**
  * The chaos harness's stack registry and profiles (test/chaos, docs/chaos.md): every registered
  * stack has both scenarios, the PostgreSQL inbox stacks are judged strictly in both and get the
- * session fault, and a strict verdict counts every duplicated effect as unexplained.
+ * session fault, their gated variants add the gate's faults (a private Redis killed, paused and
+ * flushed), and a strict verdict counts every duplicated effect as unexplained.
  */
 import { judgedStrictly, profile, STACKS } from '../chaos/profiles';
 import { STRICT_FAULTS } from '../chaos/schedule';
@@ -27,6 +28,30 @@ describe('chaos stacks', () => {
     }
     expect(profile('ci', 'kafka-postgres')[0]!.faultsPerMinute).toMatchObject({ group_leave: expect.any(Number), group_join: expect.any(Number) });
     expect(profile('ci', 'rabbitmq-postgres')[0]!.faultsPerMinute).toMatchObject({ close_connections: expect.any(Number) });
+  });
+
+  test('the gated stacks: the inbox with a Redis gate, strict verdict, the gate faults and the session fault, a short CI scenario', () => {
+    for (const stack of ['rabbitmq-postgres-gated', 'kafka-postgres-gated'] as const) {
+      expect(stackSpec(stack)).toMatchObject({ store: 'gated', strictVerdict: true });
+      const [strict, full] = profile('ci', stack);
+      expect(Object.keys(strict!.faultsPerMinute).every((k) => STRICT_FAULTS.has(k as never))).toBe(true);
+      expect(full!.faultsPerMinute).toMatchObject({
+        redis_stop: expect.any(Number),
+        redis_pause: expect.any(Number),
+        redis_flush: expect.any(Number),
+        pg_terminate: expect.any(Number),
+        kill_after_effect: expect.any(Number),
+        overrun: expect.any(Number),
+      });
+      expect(full!.concurrency).toBe(8);
+      // Pauses near 2 s: well past the gate's 200 ms deadline, short enough for a 20 s scenario.
+      expect(full!.outageMs[1]).toBeLessThanOrEqual(2500);
+      // Shorter than the ungated stack's CI scenario (the CI budget), as long in the long profile.
+      const ungated = stack.replace('-gated', '') as 'rabbitmq-postgres' | 'kafka-postgres';
+      expect(full!.publishMs).toBeLessThan(profile('ci', ungated)[1]!.publishMs);
+      expect(profile('long', stack).reduce((n, s) => n + s.messages, 0)).toBeGreaterThanOrEqual(100_000);
+      expect(judgedStrictly(stack, 'full', ['redis_flush', 'redis_stop', 'kill_after_effect'])).toBe(true);
+    }
   });
 
   test('which runs are judged strictly: the inbox stacks always; the others in a strict scenario with only strict faults', () => {

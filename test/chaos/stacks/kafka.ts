@@ -11,7 +11,7 @@ import { SERVICES } from '../../support/services';
 import { pgConfig } from '../ledger';
 import type { ScenarioProfile } from '../profiles';
 import { startClaimStore } from './claim-store';
-import type { StackSpec } from './registry';
+import { isInbox, type StackSpec } from './registry';
 import { Rng } from '../rng';
 import { buildPlan, buildSchedule } from '../schedule';
 import { injectFault, WorkerPool } from './process-workers';
@@ -33,15 +33,15 @@ export async function runKafkaStack(spec: StackSpec, runId: string, seed: number
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true });
   await producer.connect();
   const ledger = new Pool(pgConfig(2));
-  const store = await startClaimStore(spec.store as 'redis' | 'postgres', runId, ledger);
+  const store = await startClaimStore(spec.store as Exclude<StackSpec['store'], 'memory'>, runId, ledger);
   const pool = new WorkerPool(
     {
       broker: 'kafka',
       store: store.config,
       runId,
       seed,
-      // The inbox needs no gate: a kill between the effect and the COMMIT rolls both back.
-      strict: s.name === 'strict' && spec.store !== 'postgres',
+      // The inbox needs no held-back kills: a kill between the effect and the COMMIT rolls both back.
+      strict: s.name === 'strict' && !isInbox(spec.store),
       leaseTtlMs: s.leaseTtlMs,
       concurrency: s.concurrency,
       handler: s.handler,
@@ -115,6 +115,7 @@ export async function runKafkaStack(spec: StackSpec, runId: string, seed: number
     uniqueKeys: plan.filter((m) => !m.duplicate).map((m) => m.key),
     poison: plan.filter((m) => m.poison && !m.duplicate).map((m) => m.key),
     duplicatesInjected: plan.filter((m) => m.duplicate).length,
+    ...(pool.gateTotals() ? { gate: pool.gateTotals() } : {}),
     killedWorkers: pool.killed,
     faults: {},
     deadLetters,

@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
+import type { GatedClaimerStats } from '../../../adapters/gated';
 import { redisCli } from '../../integration/redis/support/redis-process';
 import type { ArmedFault } from '../chaos-consumer';
 import { logFault } from '../ledger';
@@ -28,6 +29,8 @@ const ARMED: ReadonlySet<string> = new Set(['kill_before_effect', 'kill_after_ef
 export class WorkerPool {
   private readonly workers = new Map<string, LiveWorker>();
   readonly killed: string[] = [];
+  /** The last GatedClaimer counters each worker reported, killed and stopped workers included. */
+  private readonly gateStats = new Map<string, GatedClaimerStats>();
   private next = 0;
   private closing = false;
   /** Desired number of workers (group_join raises it, group_leave keeps it: a replacement joins). */
@@ -67,6 +70,7 @@ export class WorkerPool {
         } else if (m.t === 'stats') {
           worker.inFlight = m.inFlight;
           worker.consuming = m.consuming;
+          if (m.gate) this.gateStats.set(id, m.gate);
         }
       });
       child.on('exit', (code, signal) => {
@@ -80,6 +84,17 @@ export class WorkerPool {
       });
     });
     return ready;
+  }
+
+  /**
+   * The gate counters summed over every worker of the run (up to each one's last report, 250 ms
+   * apart), or undefined when no worker had a gate.
+   */
+  gateTotals(): GatedClaimerStats | undefined {
+    if (this.gateStats.size === 0) return undefined;
+    const total: GatedClaimerStats = { gateAnswers: 0, truthClaims: 0, repopulated: 0, fallbackClaims: 0, conflictChecks: 0, gateFailures: 0 };
+    for (const s of this.gateStats.values()) for (const k of Object.keys(total) as (keyof GatedClaimerStats)[]) total[k] += s[k];
+    return total;
   }
 
   /** True when every live worker is ready and idle. */
@@ -187,6 +202,14 @@ export async function injectFault(f: ScheduledFault, t: FaultTargets): Promise<v
       if (!redis) return;
       await log('redis_pause', `redis-server :${redis.port}`, `CLIENT PAUSE ${f.durationMs} ALL`);
       await redisCli(redis.port, 'CLIENT', 'PAUSE', String(f.durationMs), 'ALL').catch(() => undefined);
+      return;
+    }
+    case 'redis_flush': {
+      const redis = t.store.redis;
+      if (!redis) return;
+      // The run's PRIVATE server only (its port comes from the claim store), never the shared one.
+      const reply = await redisCli(redis.port, 'FLUSHALL').catch((error: unknown) => `failed: ${String(error)}`);
+      await log('redis_flush', `redis-server :${redis.port}`, `FLUSHALL: ${reply.trim()}`);
       return;
     }
     case 'pg_terminate': {

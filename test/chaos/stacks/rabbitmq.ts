@@ -12,7 +12,7 @@ import { SERVICES } from '../../support/services';
 import { pgConfig } from '../ledger';
 import type { ScenarioProfile } from '../profiles';
 import { startClaimStore } from './claim-store';
-import type { StackSpec } from './registry';
+import { isInbox, type StackSpec } from './registry';
 import { Rng } from '../rng';
 import { buildPlan, buildSchedule } from '../schedule';
 import { injectFault, WorkerPool } from './process-workers';
@@ -39,7 +39,7 @@ export async function runRabbitMqStack(spec: StackSpec, runId: string, seed: num
   const rng = new Rng(seed);
   const queue = `chaos.${runId}`;
   const ledger = new Pool(pgConfig(2));
-  const store = await startClaimStore(spec.store as 'redis' | 'postgres', runId, ledger);
+  const store = await startClaimStore(spec.store as Exclude<StackSpec['store'], 'memory'>, runId, ledger);
   const connection = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: `chaos-${runId}-producer` } });
   connection.on('error', () => undefined);
   const channel: ConfirmChannel = await connection.createConfirmChannel();
@@ -50,8 +50,8 @@ export async function runRabbitMqStack(spec: StackSpec, runId: string, seed: num
       store: store.config,
       runId,
       seed,
-      // The inbox needs no gate: a kill between the effect and the COMMIT rolls both back.
-      strict: s.name === 'strict' && spec.store !== 'postgres',
+      // The inbox needs no held-back kills: a kill between the effect and the COMMIT rolls both back.
+      strict: s.name === 'strict' && !isInbox(spec.store),
       leaseTtlMs: s.leaseTtlMs,
       concurrency: s.concurrency,
       handler: s.handler,
@@ -132,6 +132,7 @@ export async function runRabbitMqStack(spec: StackSpec, runId: string, seed: num
     uniqueKeys: plan.filter((m) => !m.duplicate).map((m) => m.key),
     poison: plan.filter((m) => m.poison && !m.duplicate).map((m) => m.key),
     duplicatesInjected: plan.filter((m) => m.duplicate).length,
+    ...(pool.gateTotals() ? { gate: pool.gateTotals() } : {}),
     killedWorkers: pool.killed,
     faults: {},
     deadLetters,

@@ -13,9 +13,22 @@ export type BrokerKind = 'memory' | 'rabbitmq' | 'kafka';
  * - `memory`: InMemoryClaimer in the memory host;
  * - `redis`: RedisClaimer on a private redis-server; the effect is a separate INSERT;
  * - `postgres`: PostgresClaimer in transactional mode (the inbox) on the ledger's PostgreSQL; the
- *   effect INSERT goes through `ctx.transaction`, so it commits with the claim or not at all.
+ *   effect INSERT goes through `ctx.transaction`, so it commits with the claim or not at all;
+ * - `gated`: GatedClaimer, a RedisClaimer gate on a private redis-server WITHOUT persistence in
+ *   front of that same PostgreSQL inbox (the truth); the effect still goes through
+ *   `ctx.transaction`. The gate may lose everything (kill, flush) and must not cost a repeat.
  */
-export type StoreKind = 'memory' | 'redis' | 'postgres';
+export type StoreKind = 'memory' | 'redis' | 'postgres' | 'gated';
+
+/** Whether the effect commits in the claim's PostgreSQL transaction (the inbox, gated or not). */
+export function isInbox(store: StoreKind): store is 'postgres' | 'gated' {
+  return store === 'postgres' || store === 'gated';
+}
+
+/** Whether the stack runs a private redis-server (the claim store, or the gate in front of it). */
+export function hasPrivateRedis(store: StoreKind): store is 'redis' | 'gated' {
+  return store === 'redis' || store === 'gated';
+}
 
 export interface StackSpec {
   readonly name: string;
@@ -23,7 +36,7 @@ export interface StackSpec {
   readonly store: StoreKind;
   /**
    * Any duplicated effect fails every scenario of this stack, the `full` one included: no window
-   * may explain a repeat (the PostgreSQL inbox closes all three).
+   * may explain a repeat (the PostgreSQL inbox closes all three, with or without a gate).
    */
   readonly strictVerdict: boolean;
 }
@@ -34,6 +47,8 @@ export const STACK_SPECS = [
   { name: 'kafka-redis', broker: 'kafka', store: 'redis', strictVerdict: false },
   { name: 'rabbitmq-postgres', broker: 'rabbitmq', store: 'postgres', strictVerdict: true },
   { name: 'kafka-postgres', broker: 'kafka', store: 'postgres', strictVerdict: true },
+  { name: 'rabbitmq-postgres-gated', broker: 'rabbitmq', store: 'gated', strictVerdict: true },
+  { name: 'kafka-postgres-gated', broker: 'kafka', store: 'gated', strictVerdict: true },
 ] as const satisfies readonly StackSpec[];
 
 export type StackName = (typeof STACK_SPECS)[number]['name'];

@@ -5,6 +5,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import type { GatedClaimerStats } from '../../../adapters/gated';
 import type { FaultKind } from '../schedule';
 
 export interface StackResult {
@@ -22,6 +23,8 @@ export interface StackResult {
   /** False when the queue still held messages at the drain deadline. */
   readonly drained: boolean;
   readonly elapsedMs: number;
+  /** The GatedClaimer counters summed over the run's workers (gated stores only). */
+  readonly gate?: GatedClaimerStats;
 }
 
 /** Directory of one run's worker logs: .tmp/chaos/<runId>. */
