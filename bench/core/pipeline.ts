@@ -1,6 +1,8 @@
 /**
  * Core pipeline overhead on the in-process broker: raw consume+ack against ConsumerBase with the
- * InMemoryClaimer, side by side in one process run. Prints medians and the ratio.
+ * InMemoryClaimer, side by side in one process run (alternating). Prints medians, the ratio, each
+ * run's rate, and this process's CPU time per message (user + system; the run is CPU-bound in one
+ * process, so the difference is what the pipeline adds per delivery).
  *
  *   npx ts-node --transpile-only bench/core/pipeline.ts [messages=100000] [runs=5]
  */
@@ -16,9 +18,22 @@ function publish(broker: MemoryBroker, queue: string, run: string): void {
   for (let i = 0; i < N; i++) broker.publish(queue, { body, headers: { 'idempotency-key': `${run}-${i}` } });
 }
 
-async function raw(run: string): Promise<number> {
+/** One run's rate (msg/s) and CPU time per message (µs). */
+interface Run {
+  readonly rate: number;
+  readonly cpuUs: number;
+}
+
+function finish(t0: number, cpu0: NodeJS.CpuUsage): Run {
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { rate: (N / ms) * 1000, cpuUs: (cpu.user + cpu.system) / N };
+}
+
+async function raw(run: string): Promise<Run> {
   const broker = new MemoryBroker();
   publish(broker, 'q', run);
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await new Promise<void>((resolve) => {
     let done = 0;
@@ -30,9 +45,9 @@ async function raw(run: string): Promise<number> {
       });
     });
   });
-  const ms = performance.now() - t0;
+  const measured = finish(t0, cpu0);
   broker.close();
-  return (N / ms) * 1000;
+  return measured;
 }
 
 class Noop extends ConsumerBase<unknown> {
@@ -41,31 +56,40 @@ class Noop extends ConsumerBase<unknown> {
   }
 }
 
-async function twophase(run: string): Promise<number> {
+async function twophase(run: string): Promise<Run> {
   const broker = new MemoryBroker();
   publish(broker, 'q', run);
   const consumer = new Noop({ name: 'bench', claimer: new InMemoryClaimer(), source: new MemorySource({ broker, queue: 'q' }), concurrency: PREFETCH, logger: silentLogger });
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   await consumer.start();
   while (broker.stats.acked < N) await new Promise((r) => setTimeout(r, 1));
-  const ms = performance.now() - t0;
+  const measured = finish(t0, cpu0);
   await consumer.stop();
   broker.close();
-  return (N / ms) * 1000;
+  return measured;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main() {
-  const r: number[] = [];
-  const t: number[] = [];
+  const r: Run[] = [];
+  const t: Run[] = [];
   for (let i = 0; i < RUNS; i++) {
-    r.push(await raw(`r${i}`));
-    t.push(await twophase(`t${i}`));
+    // Alternate which goes first, so drift on the machine hits both alike.
+    if (i % 2) {
+      t.push(await twophase(`t${i}`));
+      r.push(await raw(`r${i}`));
+    } else {
+      r.push(await raw(`r${i}`));
+      t.push(await twophase(`t${i}`));
+    }
   }
+  const rates = (xs: Run[]) => xs.map((x) => x.rate.toFixed(0)).join(' ');
+  const cpu = (xs: Run[]) => median(xs.map((x) => x.cpuUs));
   console.log(`messages ${N} x ${RUNS} runs, prefetch ${PREFETCH}`);
-  console.log(`raw consume+ack            median ${median(r).toFixed(0)} msg/s`);
-  console.log(`ConsumerBase + in-memory   median ${median(t).toFixed(0)} msg/s`);
-  console.log(`ratio ${(median(t) / median(r)).toFixed(3)}`);
+  console.log(`raw consume+ack            median ${median(r.map((x) => x.rate)).toFixed(0)} msg/s  cpu ${cpu(r).toFixed(2)} us/msg  runs ${rates(r)}`);
+  console.log(`ConsumerBase + in-memory   median ${median(t.map((x) => x.rate)).toFixed(0)} msg/s  cpu ${cpu(t).toFixed(2)} us/msg  runs ${rates(t)}`);
+  console.log(`ratio ${(median(t.map((x) => x.rate)) / median(r.map((x) => x.rate))).toFixed(3)}`);
 }
 void main();
