@@ -211,6 +211,16 @@ function claimerSuite(protocol: RespVersion): void {
     expect(after.scriptCalls - before.scriptCalls).toBeLessThanOrEqual(6);
   });
 
+  test('coalescing: a batch too small to split in two calls of 8 keys goes as one call', async () => {
+    const { claimer } = make({ coalesce: true });
+    const ttl = { leaseTtlMs: 5000, doneTtlMs: 5000 };
+    const before = claimer.stats.scriptCalls;
+    const claims = await Promise.all(Array.from({ length: 12 }, (_, i) => claimer.claim(`small-${i}`, ttl)));
+    expect(claims.every((c) => c.state === 'acquired')).toBe(true);
+    // The first goes out alone (nothing in flight), the other 11 as one call (not 8 + 3).
+    expect(claimer.stats.scriptCalls - before).toBe(2);
+  });
+
   test('coalescing adds no wait when nothing is in flight: one operation, one call at once', async () => {
     const { claimer } = make({ coalesce: true });
     const before = claimer.stats.scriptCalls;
