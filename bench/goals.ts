@@ -41,6 +41,7 @@ export interface RabbitVariant {
   readonly medianNodeCpuUsPerMsg: number;
   readonly runsNodeCpuUsPerMsg?: readonly number[];
   readonly medianRedisCpuUsPerMsg?: number;
+  readonly runsRedisCpuUsPerMsg?: readonly number[];
 }
 
 /** One run of one variant of bench/kafka/consume.ts. */
@@ -112,7 +113,7 @@ export function evaluateGoals(f: Figures): GoalRow[] {
     const cpuPairs = x?.runsNodeCpuUsPerMsg && rRaw?.runsNodeCpuUsPerMsg ? pairs(x.runsNodeCpuUsPerMsg, rRaw.runsNodeCpuUsPerMsg, (a, b) => a - b) : [];
     rows.push(row('RabbitMQ p100', `${v} adds Node CPU per message`, '≤', addBound, 'µs/msg', x && rRaw && x.medianNodeCpuUsPerMsg - rRaw.medianNodeCpuUsPerMsg, `per run ${range(cpuPairs)}`, rRaw?.medianMsgsPerSec));
     if (v === 'redis') {
-      rows.push(row('RabbitMQ p100', 'redis: Redis server CPU per message (INFO cpu)', '≤', 4, 'µs/msg', x?.medianRedisCpuUsPerMsg, '—', rRaw?.medianMsgsPerSec));
+      rows.push(row('RabbitMQ p100', 'redis: Redis server CPU per message (INFO cpu)', '≤', 4, 'µs/msg', x?.medianRedisCpuUsPerMsg, `per run ${range(x?.runsRedisCpuUsPerMsg ?? [])}`, rRaw?.medianMsgsPerSec));
     }
     const ratioPairs = x && rRaw ? pairs(x.runsMsgsPerSec, rRaw.runsMsgsPerSec, (a, b) => a / b) : [];
     rows.push(row('RabbitMQ p100', `${v} rate / raw rate`, '≥', ratioBound, '×', x && rRaw && x.medianMsgsPerSec / rRaw.medianMsgsPerSec, `paired per run ${range(ratioPairs)}; rates ${x ? range(x.runsMsgsPerSec, 0) : '—'}`, rRaw?.medianMsgsPerSec));

@@ -149,6 +149,7 @@ async function main(): Promise<void> {
           ? {
               medianRedisCpuUsPerMsg: Number(median(redisCpuSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
               medianRedisCommandUsPerMsg: Number(median(redisCommandSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
+              runsRedisCpuUsPerMsg: redisCpuSamples.get(`${prefetch}:${variant}`)!.map((x) => Number(x.toFixed(2))),
             }
           : {}),
       };
