@@ -12,13 +12,20 @@
  * 3. the per-call cost of claim + commit against Powertools idempotency on the same Redis
  *    (bench/powertools/compare.ts).
  *
- * Writes bench/results/latest.json and bench/results/latest.png (and the .svg it is rendered
- * from, with @resvg/resvg-js). Not a test: nothing fails on a number.
+ * 4. issue #14's goals, each beside its measured figure, the spread over the alternating runs and
+ *    the raw rate (bench/goals.ts), with the floors under the Redis claimer (bench/redis/floor.ts).
+ *
+ * Every Redis figure comes from a private redis-server this report starts on a free port (the
+ * children get it as REDIS_PORT / --port / --redis-port), so `INFO cpu` around a run holds only
+ * that run's work; without the redis-server binary it falls back to 127.0.0.1:6379.
+ *
+ * Writes bench/results/latest.json, bench/results/goals.md and bench/results/latest.png (and the
+ * .svg it is rendered from, with @resvg/resvg-js). Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,postgres,gated,powertools,throughput,latency]
  *
- * Needs Redis (127.0.0.1:6379), RabbitMQ (127.0.0.1:5672) and Kafka (127.0.0.1:9092, `npm run
- * kafka:start`); a broker that is not reachable is skipped and reported as such.
+ * Needs RabbitMQ (127.0.0.1:5672) and Kafka (127.0.0.1:9092, `npm run kafka:start`); a broker that
+ * is not reachable is skipped and reported as such.
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -36,12 +43,17 @@ import { KafkaSource } from '../adapters/kafka';
 import { RabbitMqSource } from '../adapters/rabbitmq';
 import { RedisClaimer } from '../adapters/redis';
 import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, type MessageSource, silentLogger } from '../src';
+import { RedisServerProcess } from '../test/integration/redis/support/redis-process';
+import { evaluateGoals, type Figures, goalsMarkdown, median } from './goals';
 import { comparePowertools, type CompareResult } from './powertools/compare';
 
 const RESULTS = join(__dirname, 'results');
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const KAFKA_BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
-const REDIS_PORT = Number(process.env.REDIS_PORT ?? 6379);
+/** The Redis every part uses: a private server started by main(), else REDIS_PORT or 6379. */
+let redisPort = Number(process.env.REDIS_PORT ?? 6379);
+/** Alternating rounds of the latency part (each round: raw, in-memory, Redis on every broker). */
+const LATENCY_ROUNDS = 3;
 
 type Broker = 'memory' | 'rabbitmq' | 'kafka';
 type ClaimerName = 'none' | 'memory' | 'redis';
@@ -89,24 +101,43 @@ const tmp = (name: string) => join(RESULTS, `${name}.report.tmp.json`);
 /** msgs/s by broker and claimer ('none' = the raw client), as the adapters' benches measured them. */
 type Throughput = Partial<Record<Broker, Partial<Record<ClaimerName, number>>>>;
 
-async function throughput(args: Args, available: Record<Broker, boolean>): Promise<{ table: Throughput; raw: Record<string, unknown> }> {
+async function throughput(args: Args, available: Record<Broker, boolean>): Promise<{ table: Throughput; raw: Record<string, unknown>; figures: Figures }> {
   const table: Throughput = {};
   const raw: Record<string, unknown> = {};
+  const figures: { -readonly [K in keyof Figures]: Figures[K] } = {};
   const q = args.quick;
+  const redisEnv = { REDIS_PORT: String(redisPort) };
   step('throughput: in-process pipeline (bench/core/pipeline.ts)');
   const core = await runBench('core/pipeline.ts', [String(q ? 20_000 : 100_000), String(q ? 3 : 5)]);
-  const num = (re: RegExp) => Number(re.exec(core)?.[1] ?? NaN);
-  table.memory = { none: num(/raw consume\+ack\s+median (\d+)/), memory: num(/ConsumerBase \+ in-memory\s+median (\d+)/) };
+  const line = (label: RegExp) => {
+    const m = new RegExp(`${label.source}\\s+median (\\d+) msg/s\\s+cpu ([\\d.]+) us/msg\\s+runs ([\\d ]+)`).exec(core);
+    return { rate: Number(m?.[1] ?? NaN), cpu: Number(m?.[2] ?? NaN), runs: (m?.[3] ?? '').trim().split(/\s+/).map(Number) };
+  };
+  const coreRaw = line(/raw consume\+ack/);
+  const coreTwo = line(/ConsumerBase \+ in-memory/);
+  table.memory = { none: coreRaw.rate, memory: coreTwo.rate };
+  figures.core = { rawRate: coreRaw.rate, twophaseRate: coreTwo.rate, rawCpuUs: coreRaw.cpu, twophaseCpuUs: coreTwo.cpu, rawRuns: coreRaw.runs, twophaseRuns: coreTwo.runs };
   raw.core = core.trim();
 
   step('throughput: Redis claimer (bench/redis/claim-commit.ts)');
-  await runBench('redis/claim-commit.ts', ['--runs', q ? '3' : '5', '--keys', q ? '5000' : '20000', '--keys-serial', q ? '1000' : '4000', '--out', tmp('redis')]);
+  await runBench('redis/claim-commit.ts', ['--runs', q ? '3' : '5', '--keys', q ? '5000' : '20000', '--keys-serial', q ? '1000' : '4000', '--port', String(redisPort), '--out', tmp('redis')]);
   raw.redis = readJson(tmp('redis'));
+  step('floors under the Redis claimer (bench/redis/floor.ts, its own private redis-server)');
+  await runBench('redis/floor.ts', ['--runs', q ? '3' : '5', '--calls', q ? '5000' : '20000', '--out', tmp('redis-floor')]);
+  raw.redisFloor = readJson(tmp('redis-floor'));
 
   if (available.rabbitmq) {
     step('throughput: RabbitMQ (bench/rabbitmq/run.ts, prefetch 100)');
-    await runBench('rabbitmq/run.ts', [], { BENCH_MESSAGES: q ? '10000' : '50000', BENCH_RUNS: '3', BENCH_PREFETCH: '100', BENCH_VARIANTS: 'raw,memory,redis', BENCH_OUT: tmp('rabbitmq') });
-    const r = readJson(tmp('rabbitmq')) as { results: { prefetch: number; variant: string; medianMsgsPerSec: number }[] };
+    await runBench('rabbitmq/run.ts', [], {
+      ...redisEnv,
+      BENCH_MESSAGES: q ? '10000' : '50000',
+      BENCH_RUNS: '3',
+      BENCH_PREFETCH: '100',
+      BENCH_VARIANTS: 'raw,floor-memory,floor-redis,memory,redis',
+      BENCH_OUT: tmp('rabbitmq'),
+    });
+    const r = readJson(tmp('rabbitmq')) as { results: Array<NonNullable<Figures['rabbitmq']>[number]> };
+    figures.rabbitmq = r.results;
     const at = (v: string) => r.results.find((x) => x.prefetch === 100 && x.variant === v)?.medianMsgsPerSec;
     table.rabbitmq = { none: at('raw'), memory: at('memory'), redis: at('redis') };
     raw.rabbitmq = r;
@@ -136,12 +167,13 @@ async function throughput(args: Args, available: Record<Broker, boolean>): Promi
   }
   if (available.kafka) {
     step('throughput: Kafka (bench/kafka/consume.ts)');
-    await runBench('kafka/consume.ts', ['--messages', q ? '10000' : '50000', '--runs', '3', '--variants', 'raw,memory,redis', '--out', tmp('kafka')]);
-    const k = readJson(tmp('kafka')) as { results: Record<string, { medianMsgsPerSec: number }> };
+    await runBench('kafka/consume.ts', ['--messages', q ? '10000' : '50000', '--runs', '3', '--variants', 'raw,floor-memory,floor-redis,memory,redis', '--redis-port', String(redisPort), '--out', tmp('kafka')]);
+    const k = readJson(tmp('kafka')) as { results: Record<string, { medianMsgsPerSec: number; runs: NonNullable<Figures['kafka']>[string]['runs'] }> };
+    figures.kafka = k.results;
     table.kafka = { none: k.results.raw?.medianMsgsPerSec, memory: k.results.memory?.medianMsgsPerSec, redis: k.results.redis?.medianMsgsPerSec };
     raw.kafka = k;
   }
-  return { table, raw };
+  return { table, raw, figures };
 }
 
 // ---------------------------------------------------------------- latency (measured here)
@@ -153,9 +185,15 @@ export interface LatencyRow {
   readonly ratePerSec: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
-  /** This row's percentile minus the raw client's on the same broker (0 for the raw row). */
+  /**
+   * This row's percentile minus the raw client's on the same broker (0 for the raw row): the
+   * median over the rounds of the per-round differences (raw and twophase measured back to back).
+   */
   readonly addedP50Ms: number;
   readonly addedP99Ms: number;
+  /** The per-round added p99, min and max. */
+  readonly addedP99RangeMs: readonly [number, number];
+  readonly rounds: number;
 }
 
 const T_HEADER = 'bench-t';
@@ -252,7 +290,7 @@ function twophaseProbe(
 async function latency(args: Args, available: Record<Broker, boolean>): Promise<LatencyRow[]> {
   const rows: LatencyRow[] = [];
   const count = args.quick ? 500 : 2000;
-  const redis = new Redis({ host: '127.0.0.1', port: REDIS_PORT });
+  const redis = new Redis({ host: '127.0.0.1', port: redisPort });
   const prefix = `bench-lat-${randomBytes(3).toString('hex')}`;
   const claimers: Record<Exclude<ClaimerName, 'none'>, () => Claimer> = {
     memory: () => new InMemoryClaimer(),
@@ -379,26 +417,40 @@ async function latency(args: Args, available: Record<Broker, boolean>): Promise<
       );
     },
   };
-  const rates: Record<Broker, number> = { memory: 2000, rabbitmq: 500, kafka: 500 };
+  const rounds = args.quick ? 1 : LATENCY_ROUNDS;
   try {
     for (const broker of ['memory', 'rabbitmq', 'kafka'] as const) {
       if (!available[broker]) continue;
-      let raw: { p50: number; p99: number } | undefined;
+      const per = new Map<ClaimerName, { p50: number[]; p99: number[]; n: number }>();
+      for (let round = 0; round < rounds; round++) {
+        // Raw first in even rounds, last in odd ones, so drift hits every variant alike.
+        const order = round % 2 ? (['redis', 'memory', 'none'] as const) : (['none', 'memory', 'redis'] as const);
+        for (const c of order) {
+          step(`latency round ${round + 1}/${rounds}: ${broker} × ${c === 'none' ? 'raw client' : `${c} claimer`} (${count} messages at ${LATENCY_RATES[broker]}/s)`);
+          const lat = await measureLatency(probes[broker](c), count, LATENCY_RATES[broker], Math.floor(count / 10));
+          const s = per.get(c) ?? { p50: [], p99: [], n: 0 };
+          s.p50.push(percentile(lat, 50));
+          s.p99.push(percentile(lat, 99));
+          s.n = Math.min(s.n || lat.length, lat.length);
+          per.set(c, s);
+        }
+      }
+      const raw = per.get('none')!;
       for (const c of ['none', 'memory', 'redis'] as const) {
-        step(`latency: ${broker} × ${c === 'none' ? 'raw client' : `${c} claimer`} (${count} messages at ${rates[broker]}/s)`);
-        const lat = await measureLatency(probes[broker](c), count, rates[broker], Math.floor(count / 10));
-        const p50 = percentile(lat, 50);
-        const p99 = percentile(lat, 99);
-        if (c === 'none') raw = { p50, p99 };
+        const s = per.get(c)!;
+        const added50 = s.p50.map((v, i) => v - raw.p50[i]!);
+        const added99 = s.p99.map((v, i) => v - raw.p99[i]!);
         rows.push({
           broker,
           claimer: c,
-          messages: lat.length,
-          ratePerSec: rates[broker],
-          p50Ms: round(p50),
-          p99Ms: round(p99),
-          addedP50Ms: round(p50 - (raw?.p50 ?? p50)),
-          addedP99Ms: round(p99 - (raw?.p99 ?? p99)),
+          messages: s.n,
+          ratePerSec: LATENCY_RATES[broker],
+          p50Ms: round(median(s.p50)),
+          p99Ms: round(median(s.p99)),
+          addedP50Ms: round(median(added50)),
+          addedP99Ms: round(median(added99)),
+          addedP99RangeMs: [round(Math.min(...added99)), round(Math.max(...added99))],
+          rounds,
         });
       }
     }
@@ -415,6 +467,9 @@ async function latency(args: Args, available: Record<Broker, boolean>): Promise<
 }
 
 const round = (x: number) => Math.round(x * 100) / 100;
+
+/** Publish rate of the latency part, msg/s: issue #14 states the latency goal at 500 msg/s on every broker. */
+const LATENCY_RATES: Record<Broker, number> = { memory: 500, rabbitmq: 500, kafka: 500 };
 
 // ---------------------------------------------------------------- chart
 
@@ -516,7 +571,22 @@ async function main(): Promise<void> {
     rabbitmq: !args.skip.has('rabbitmq') && (await reachable('127.0.0.1', Number(new URL(AMQP_URL).port || 5672))),
     kafka: !args.skip.has('kafka') && (await reachable(KAFKA_BROKERS[0]!.split(':')[0]!, Number(KAFKA_BROKERS[0]!.split(':')[1]))),
   };
-  if (!(await reachable('127.0.0.1', REDIS_PORT))) throw new Error(`Redis is not reachable on 127.0.0.1:${REDIS_PORT}`);
+  let privateRedis: RedisServerProcess | undefined;
+  try {
+    privateRedis = await RedisServerProcess.start();
+    redisPort = privateRedis.port;
+  } catch (error) {
+    step(`no private redis-server (${(error as Error).message.slice(0, 120)}); using 127.0.0.1:${redisPort}, whose INFO counters include every other client`);
+  }
+  try {
+    await report(args, available, started, privateRedis !== undefined);
+  } finally {
+    await privateRedis?.destroy();
+  }
+}
+
+async function report(args: Args, available: Record<Broker, boolean>, started: number, privateRedis: boolean): Promise<void> {
+  if (!(await reachable('127.0.0.1', redisPort))) throw new Error(`Redis is not reachable on 127.0.0.1:${redisPort}`);
   const machine = {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model ?? 'unknown',
@@ -524,17 +594,19 @@ async function main(): Promise<void> {
     loadAvgAtStart: loadavg().map((x) => Number(x.toFixed(2))),
     node: process.version,
     redis: versionOf('redis-server', ['--version'], /v=([\d.]+)/),
+    redisServer: privateRedis ? `private redis-server on 127.0.0.1:${redisPort}, started for this report` : `shared 127.0.0.1:${redisPort}`,
     rabbitmq: available.rabbitmq ? versionOf('rabbitmqctl', ['version'], /([\d.]+)/) : undefined,
     kafka: available.kafka ? existsSync(join(__dirname, '..', '.kafka')) ? 'local KRaft broker (scripts/kafka)' : 'reachable' : undefined,
   };
   step(`machine: ${machine.cpus} × ${machine.cpuModel}, ${machine.totalMemGiB} GiB, Node ${machine.node}; brokers: ${Object.entries(available).filter(([, v]) => v).map(([k]) => k).join(', ')}`);
-  const tp = args.skip.has('throughput') ? { table: {}, raw: {} } : await throughput(args, available);
+  const tp = args.skip.has('throughput') ? { table: {}, raw: {}, figures: {} } : await throughput(args, available);
   const lat = args.skip.has('latency') ? [] : await latency(args, available);
   let powertools: CompareResult | undefined;
   if (!args.skip.has('powertools')) {
     step('claim+commit vs Powertools idempotency (bench/powertools/compare.ts)');
     powertools = await comparePowertools({ keys: args.quick ? 1000 : 5000, rounds: 3 });
   }
+  const goals = evaluateGoals({ ...tp.figures, latency: lat, latencyRatePerSec: LATENCY_RATES, powertools: powertools?.rows });
   const report = {
     benchmark: 'bench/report.ts',
     date: new Date().toISOString(),
@@ -542,12 +614,14 @@ async function main(): Promise<void> {
     quick: args.quick,
     machine,
     notes:
-      'Everything (brokers, Redis, PostgreSQL, this process) shares one machine; numbers move with its load. Throughput: the adapters\' benches (drain a pre-filled queue/topic, no-op or JSON-decode handler); RabbitMQ at prefetch 100, ConsumerBase concurrency = prefetch. Latency: publish-to-settle in one process at a steady rate under capacity; added = twophase percentile − raw percentile on the same broker. Powertools: same trivial function, same private redis-server, 30 s lease = registered Lambda context remaining time.',
+      'Everything (brokers, Redis, PostgreSQL, this process) shares one machine; numbers move with its load. Throughput: the adapters\' benches (drain a pre-filled queue/topic, no-op or JSON-decode handler); RabbitMQ at prefetch 100, ConsumerBase concurrency = prefetch. Latency: publish-to-settle in one process at 500 msg/s on every broker, in alternating rounds; added = the median over the rounds of (twophase percentile − raw percentile) on the same broker. Redis: a private redis-server (machine.redisServer), so INFO cpu around a run holds only its work. Goals: bench/goals.ts, medians with the spread over the runs. Powertools: same trivial function, same private redis-server, 30 s lease = registered Lambda context remaining time.',
+    goals,
     throughput: { msgsPerSec: tp.table, details: tp.raw },
     latency: lat,
     powertools,
   };
   writeFileSync(join(RESULTS, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(join(RESULTS, 'goals.md'), `Issue #14 goals, \`npm run bench\` of ${report.date} (${machine.cpus} × ${machine.cpuModel}, load ${machine.loadAvgAtStart.join(' ')} at start)\n\n${goalsMarkdown(goals)}\n`);
   const svg = chart(tp.table, lat, `${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, ${report.date.slice(0, 10)}`);
   writeFileSync(join(RESULTS, 'latest.svg'), svg);
   const png = new Resvg(svg, { fitTo: { mode: 'width', value: 1500 }, font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans' } }).render().asPng();
@@ -558,6 +632,7 @@ async function main(): Promise<void> {
   );
   console.table(lat);
   if (powertools) console.table(powertools.rows);
+  console.log(`\nissue #14 goals (nothing fails on a number; also in bench/results/goals.md)\n${goalsMarkdown(goals)}`);
 }
 
 main().then(

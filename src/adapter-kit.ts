@@ -12,6 +12,7 @@
 export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
 export { validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
+export { commitEach } from './commit-many';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
 export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';

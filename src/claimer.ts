@@ -178,6 +178,16 @@ export type ClaimManyEntry =
   | { readonly ok: true; readonly result: ClaimResult }
   | { readonly ok: false; readonly error: Error };
 
+/** One entry of a batch commit: the receipt of an acquired claim and the result to store. */
+export interface CommitRequest {
+  readonly receipt: Receipt;
+  /** The JSON result to store with the commit, as for {@link Receipt.commit}; undefined for none. */
+  readonly result?: JsonValue;
+}
+
+/** One answer of a batch commit: done, or the error that receipt's commit alone rejected with. */
+export type CommitManyEntry = { readonly ok: true } | { readonly ok: false; readonly error: Error };
+
 /** A claim store. Implementations: `InMemoryClaimer` (core), `RedisClaimer` (`twophase/redis`). */
 export interface Claimer {
   /** Reported by the implementation itself; startup validation relies on it. */
@@ -203,6 +213,19 @@ export interface Claimer {
    * whole only with {@link ClaimerUnavailableError}.
    */
   claimMany?(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]>;
+  /**
+   * Optional batch form of {@link Receipt.commit}: commits every request's receipt, in one store
+   * round trip where the store allows (the receipts of this claimer's own claims). Each entry
+   * follows the receipt rules exactly as `request.receipt.commit(request.result)` would (a repeat
+   * resolves; after release `ReceiptStateError`; a newer owner `LeaseLostError`; a store failure
+   * `ClaimerUnavailableError`, the receipt staying usable; a non-acquired receipt `NoLeaseError`;
+   * a result over the size limit `ResultTooLargeError`). Entries come back in request order; one
+   * failing entry does not fail the others, and the call as a whole never rejects for an entry.
+   * Safe to repeat: committed receipts resolve again as no-ops.
+   * @throws ConfigurationError when `requests` is not an array (an entry without a receipt fails
+   *   alone, with ConfigurationError)
+   */
+  commitMany?(requests: readonly CommitRequest[]): Promise<CommitManyEntry[]>;
   /** Optional: checks the store at startup (reachability, eviction policy). Called by `start()`. */
   ready?(): Promise<void>;
 }

@@ -6,7 +6,8 @@
  * its own claims and let duplicates through.
  */
 import { randomUUID } from 'node:crypto';
-import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult } from './claimer';
+import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult, CommitManyEntry, CommitRequest } from './claimer';
+import { commitEach } from './commit-many';
 import { type Clock, monotonicClock } from './clock';
 import { ConfigurationError, KeyConflictError } from './errors';
 import { validateClaimOptions, validateKey } from './keys';
@@ -124,6 +125,15 @@ export class InMemoryClaimer implements Claimer {
         return { ok: false as const, error: error as Error };
       }
     });
+  }
+
+  /**
+   * Commits each request's receipt (see {@link Claimer.commitMany}); in memory there is no round
+   * trip to save, so this is each receipt's own commit, outcomes per entry in request order.
+   * @throws ConfigurationError when `requests` is not an array
+   */
+  commitMany(requests: readonly CommitRequest[]): Promise<CommitManyEntry[]> {
+    return commitEach(requests);
   }
 
   private claimNow(key: string, options: ClaimOptions): ClaimResult {

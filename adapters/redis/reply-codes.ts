@@ -13,7 +13,13 @@ export const CALL_STATUS = {
   DEADLINE_PASSED: 1,
 } as const;
 
-/** First element of a claim entry. */
+/**
+ * A claim entry that is this bare integer: the key had no record and is now leased, with fence =
+ * the call's server time in µs and attempt 1 (the common case, sent as one integer).
+ */
+export const CLAIM_FRESH = 0;
+
+/** First element of a claim entry (an array). */
 export const CLAIM_CODE = {
   ACQUIRED: 1,
   DONE: 2,
@@ -37,6 +43,8 @@ export const LEASE_CODE = {
 export interface CallReply {
   /** Redis server time when the script ran, Unix ms. */
   readonly serverNowMs: number;
+  /** The same in µs (claim replies only; 0 otherwise): the fence of a {@link CLAIM_FRESH} entry. */
+  readonly serverNowUs: number;
   readonly entries: readonly unknown[];
 }
 
@@ -47,15 +55,20 @@ export type ClaimEntry =
   | { readonly code: typeof CLAIM_CODE.BUSY; readonly remainingMs: number };
 
 /**
- * Splits a script reply. A `DEADLINE_PASSED` status becomes a {@link ClaimerUnavailableError}
- * carrying the server time (the caller re-syncs its estimate first).
- * @throws ClaimerUnavailableError when the reply is malformed or the deadline had passed
+ * Splits a script reply: `{status, nowMs, entries…}`, and for claim `{status, nowMs, nowUs,
+ * entries…}` (see the `lua/*.lua` headers). Check {@link isDeadlinePassed} first: a
+ * `DEADLINE_PASSED` reply carries only the status and the server time.
+ * @throws ClaimerUnavailableError when the reply is malformed
  */
 export function parseCallReply(reply: unknown, script: string): CallReply {
   if (!Array.isArray(reply) || reply.length < 2 || typeof reply[1] !== 'number') {
     throw new ClaimerUnavailableError(`unexpected reply from the ${script} script: ${JSON.stringify(reply)?.slice(0, 200)}`);
   }
-  return { serverNowMs: reply[1], entries: reply.slice(2) };
+  if (script !== 'claim' || reply[0] !== CALL_STATUS.RAN) return { serverNowMs: reply[1], serverNowUs: 0, entries: reply.slice(2) };
+  if (typeof reply[2] !== 'number') {
+    throw new ClaimerUnavailableError(`unexpected reply from the claim script: ${JSON.stringify(reply)?.slice(0, 200)}`);
+  }
+  return { serverNowMs: reply[1], serverNowUs: reply[2], entries: reply.slice(3) };
 }
 
 /** True when the reply says the deadline passed before the script ran. */
@@ -65,11 +78,14 @@ export function isDeadlinePassed(reply: unknown): boolean {
 
 /**
  * Decodes one claim entry.
+ * @param serverNowUs the call's server time in µs ({@link CallReply.serverNowUs}): the fence of a
+ *   {@link CLAIM_FRESH} entry
  * @throws KeyConflictError for CONFLICT (the stored fingerprint differs from `givenFingerprint`)
  * @throws ConfigurationError for FOREIGN (the key holds a value twophase did not write)
  * @throws ClaimerUnavailableError for anything else (a reply this version does not know)
  */
-export function decodeClaimEntry(entry: unknown, key: string, givenFingerprint: string | undefined): ClaimEntry {
+export function decodeClaimEntry(entry: unknown, key: string, givenFingerprint: string | undefined, serverNowUs: number): ClaimEntry {
+  if (entry === CLAIM_FRESH && serverNowUs > 0) return { code: CLAIM_CODE.ACQUIRED, fencingToken: serverNowUs, attempt: 1 };
   const [code, a, b] = Array.isArray(entry) ? (entry as unknown[]) : [entry];
   switch (code) {
     case CLAIM_CODE.ACQUIRED:

@@ -30,6 +30,7 @@ import { type EachBatchHandler, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, type Message, silentLogger } from '../../src';
 import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
+import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
 
 interface Args {
   messages: number;
@@ -70,6 +71,13 @@ interface RunResult {
   cpuUsPerMsg: number;
   /** Redis variants: claim-store operations per Redis script call (coalescing and claimMany). */
   redisOpsPerCall?: number;
+  /**
+   * Redis variants: the Redis server's CPU time (`INFO cpu`) and command time (`INFO
+   * commandstats`) per record, µs, from before start() to after stop() (bench/support/redis-server-cost.ts).
+   * Clean only on a Redis no one else uses (`--redis-port` of a private server).
+   */
+  redisCpuUsPerMsg?: number;
+  redisCommandUsPerMsg?: number;
 }
 
 const args = parseArgs(process.argv.slice(2));
@@ -230,6 +238,10 @@ function result(effects: Effects, started: number): RunResult {
   };
 }
 
+function withServerCost(r: RunResult, server: { cpuUs: number; commandUs: number }): RunResult {
+  return { ...r, redisCpuUsPerMsg: Number((server.cpuUs / args.messages).toFixed(2)), redisCommandUsPerMsg: Number((server.commandUs / args.messages).toFixed(2)) };
+}
+
 async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
   let cursor = '0';
   do {
@@ -254,7 +266,8 @@ async function main(): Promise<void> {
         else if (variant === 'floor-memory') r = await floor(run, 'memory', '');
         else if (variant === 'floor-redis') {
           const prefix = `twophase-bench-kafka-floor-${tag}-${run}`;
-          r = await floor(run, redis, prefix);
+          const before = await sampleRedisServer(redis);
+          r = withServerCost(await floor(run, redis, prefix), serverDelta(before, await sampleRedisServer(redis)));
           await deleteKeys(redis, `${prefix}:*`);
         }
         else if (variant === 'memory') r = await twophase(run, new InMemoryClaimer(), 'memory');
@@ -262,13 +275,18 @@ async function main(): Promise<void> {
           const prefix = `twophase-bench-kafka-${tag}-${run}`;
           const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
           await claimer.ready();
+          const before = await sampleRedisServer(redis);
           r = await twophase(run, claimer, 'redis');
+          r = withServerCost(r, serverDelta(before, await sampleRedisServer(redis)));
           r = { ...r, redisOpsPerCall: Number((claimer.stats.operations / claimer.stats.scriptCalls).toFixed(1)) };
           await claimer.close();
           await deleteKeys(redis, `${prefix}:*`);
         } else throw new Error(`unknown variant ${variant}`);
         results[variant]!.push(r);
-        console.log(`run ${run + 1}/${args.runs} ${variant.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms, Node CPU ${r.cpuUsPerMsg} µs/record${r.redisOpsPerCall === undefined ? '' : `, ${r.redisOpsPerCall} Redis ops/call`})`);
+        console.log(
+          `run ${run + 1}/${args.runs} ${variant.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msg/s  (join ${r.joinMs} ms, consume ${r.consumeMs} ms, Node CPU ${r.cpuUsPerMsg} µs/record` +
+            `${r.redisOpsPerCall === undefined ? '' : `, ${r.redisOpsPerCall} Redis ops/call`}${r.redisCpuUsPerMsg === undefined ? '' : `, Redis CPU ${r.redisCpuUsPerMsg} µs/record`})`,
+        );
       }
     }
   } finally {

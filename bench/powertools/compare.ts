@@ -85,7 +85,9 @@ function lambdaContext(): Record<string, unknown> {
  * runs in a pass of its own, never while timing.
  */
 async function countCommands(port: number, work: () => Promise<void>): Promise<number> {
-  const monitor = await new Redis({ host: '127.0.0.1', port }).monitor();
+  // monitor() opens a connection of its own; the client it is called on stays open too.
+  const client = new Redis({ host: '127.0.0.1', port });
+  const monitor = await client.monitor();
   let count = 0;
   monitor.on('monitor', (_time: string, _args: string[], source: string) => {
     if (!source.includes('lua')) count++;
@@ -94,6 +96,7 @@ async function countCommands(port: number, work: () => Promise<void>): Promise<n
   await work();
   await new Promise((resolve) => setTimeout(resolve, 200));
   monitor.disconnect();
+  client.disconnect();
   return count;
 }
 

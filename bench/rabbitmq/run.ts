@@ -32,6 +32,7 @@ import { cpus, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import Redis from 'ioredis';
 import { connectAdmin, declareQueue, deleteTopology, fill } from './broker';
+import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
 import { type Measured, memoryClaimer, redisClaimer, runAdapterOnly, runFloor, runRaw, runTwophase } from './consumers';
 
 type Variant = 'raw' | 'floor-memory' | 'floor-redis' | 'adapter' | 'memory' | 'redis' | 'memory-batch' | 'redis-batch' | `adapter-burn${number}`;
@@ -77,6 +78,9 @@ async function main(): Promise<void> {
   const floorRedis = variants.includes('floor-redis') ? new Redis({ host: '127.0.0.1', port: redisPort, enableAutoPipelining: true }) : undefined;
   const samples = new Map<string, number[]>();
   const cpuSamples = new Map<string, number[]>();
+  /** Redis variants: the server's CPU and command time per message, µs (bench/support/redis-server-cost.ts). */
+  const redisCpuSamples = new Map<string, number[]>();
+  const redisCommandSamples = new Map<string, number[]>();
   const started = Date.now();
   process.stderr.write(`twophase RabbitMQ benchmark: ${messages} msgs × ${bodyBytes} B, runs ${runs}, prefetch ${prefetches.join('/')}, variants ${variants.join(',')}\n`);
   for (const prefetch of prefetches) {
@@ -88,11 +92,16 @@ async function main(): Promise<void> {
         await fill(admin, queue, messages, bodyBytes, runId);
         let measured: Measured;
         const prefix = `twophase-bench-${runId}`;
+        const serverBefore = variant.includes('redis') ? await sampleRedisServer(redis!) : undefined;
+        let serverAfter: Awaited<ReturnType<typeof sampleRedisServer>> | undefined;
         if (variant === 'raw') {
           measured = await runRaw(queue, prefetch, messages);
         } else if (variant === 'floor-memory' || variant === 'floor-redis') {
           measured = await runFloor(queue, prefetch, messages, variant === 'floor-memory' ? 'memory' : floorRedis!, prefix);
-          if (variant === 'floor-redis') await scrubRedis(redis!, prefix);
+          if (variant === 'floor-redis') {
+            serverAfter = await sampleRedisServer(redis!);
+            await scrubRedis(redis!, prefix);
+          }
         } else if (variant === 'adapter' || variant.startsWith('adapter-burn')) {
           measured = await runAdapterOnly(queue, prefetch, messages, variant === 'adapter' ? 0 : Number(variant.slice('adapter-burn'.length)));
         } else if (variant === 'memory' || variant === 'memory-batch') {
@@ -101,12 +110,18 @@ async function main(): Promise<void> {
           const claimer = redisClaimer(redis!, prefix);
           measured = await runTwophase(queue, prefetch, messages, claimer, variant === 'redis-batch');
           await claimer.close();
+          serverAfter = await sampleRedisServer(redis!);
           await scrubRedis(redis!, prefix);
+        }
+        const key = `${prefetch}:${variant}`;
+        if (serverBefore && serverAfter) {
+          const server = serverDelta(serverBefore, serverAfter);
+          redisCpuSamples.set(key, [...(redisCpuSamples.get(key) ?? []), server.cpuUs / messages]);
+          redisCommandSamples.set(key, [...(redisCommandSamples.get(key) ?? []), server.commandUs / messages]);
         }
         await deleteTopology(admin, queue);
         const rate = (messages / measured.elapsedMs) * 1000;
         const cpuPerMsg = measured.cpuUs / messages;
-        const key = `${prefetch}:${variant}`;
         samples.set(key, [...(samples.get(key) ?? []), rate]);
         cpuSamples.set(key, [...(cpuSamples.get(key) ?? []), cpuPerMsg]);
         process.stderr.write(
@@ -129,6 +144,14 @@ async function main(): Promise<void> {
         runsMsgsPerSec: rates.map(Math.round),
         ratioToRaw: rawMedian ? Number((med / rawMedian).toFixed(3)) : undefined,
         medianNodeCpuUsPerMsg: Number(median(cpuSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
+        runsNodeCpuUsPerMsg: cpuSamples.get(`${prefetch}:${variant}`)!.map((x) => Number(x.toFixed(2))),
+        ...(redisCpuSamples.has(`${prefetch}:${variant}`)
+          ? {
+              medianRedisCpuUsPerMsg: Number(median(redisCpuSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
+              medianRedisCommandUsPerMsg: Number(median(redisCommandSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
+              runsRedisCpuUsPerMsg: redisCpuSamples.get(`${prefetch}:${variant}`)!.map((x) => Number(x.toFixed(2))),
+            }
+          : {}),
       };
     });
   });
@@ -142,6 +165,7 @@ async function main(): Promise<void> {
     notes:
       'RabbitMQ, Redis and this process share the machine; msgs/s depends on how busy it is, so variants are interleaved per round. ' +
       'medianNodeCpuUsPerMsg is the CPU time of this Node process per message (user+system) during the drain: the pipeline cost independent of broker speed. ' +
+      'medianRedisCpuUsPerMsg / medianRedisCommandUsPerMsg: the Redis server\'s CPU time (INFO cpu) and command time (INFO commandstats) per message around the run, before the namespace scrub; clean only on a Redis no one else uses (REDIS_PORT of a private server). ' +
       'floor-memory and floor-redis are raw amqplib plus the least claim + commit work per message written inline (a Map; two plain SETs on an auto-pipelining ioredis client): no design that claims each key in that store does less.',
     results,
     goals: {

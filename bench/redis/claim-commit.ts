@@ -10,7 +10,12 @@
  * interleaved, several times; medians and ratios are printed and written to bench/results/redis.json.
  * Not a test: nothing fails on a missed goal; the numbers are reported as measured.
  *
- *   npx ts-node --transpile-only bench/redis/claim-commit.ts [--runs 5] [--keys 20000] [--port 6379]
+ * Each variant also reports, per key, this process's CPU time and the Redis server's CPU time
+ * (`INFO cpu`) and command time (`INFO commandstats`) around its runs (bench/support/redis-server-cost.ts).
+ * With `--private-server` the benchmark starts its own redis-server on a free port, so the server
+ * figures hold only this benchmark's work.
+ *
+ *   npx ts-node --transpile-only bench/redis/claim-commit.ts [--runs 5] [--keys 20000] [--port 6379] [--private-server]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -18,6 +23,8 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Redis from 'ioredis';
 import { RedisClaimer, type RedisClaimerOptions } from '../../adapters/redis';
+import { RedisServerProcess } from '../../test/integration/redis/support/redis-process';
+import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
 
 interface Args {
   runs: number;
@@ -26,6 +33,7 @@ interface Args {
   host: string;
   port: number;
   out: string;
+  privateServer: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -40,6 +48,7 @@ function parseArgs(argv: string[]): Args {
     host: get('host', process.env.REDIS_HOST ?? '127.0.0.1'),
     port: Number(get('port', process.env.REDIS_PORT ?? '6379')),
     out: get('out', join(__dirname, '..', 'results', 'redis.json')),
+    privateServer: argv.includes('--private-server'),
   };
 }
 
@@ -80,8 +89,22 @@ async function deleteNamespace(client: Redis, pattern: string): Promise<void> {
   } while (cursor !== '0');
 }
 
-/** One measurement: keys per second for `variant`. */
-async function measure(variant: Variant, clients: { off: Redis; on: Redis }, args: Args, run: number): Promise<number> {
+/** One measurement of a variant: its rate and what each key cost the Node process and the server. */
+interface Measurement {
+  /** Keys per second. */
+  readonly rate: number;
+  /** This process's CPU time (user + system) per key, µs. */
+  readonly nodeUsPerKey: number;
+  /** The Redis server's CPU time per key (`INFO cpu`), µs. */
+  readonly serverCpuUsPerKey: number;
+  /** Time inside Redis commands per key (`INFO commandstats`), µs. */
+  readonly serverCommandUsPerKey: number;
+  /** Redis commands sent per key (a script call counts once, whatever it calls). */
+  readonly commandsPerKey: number;
+}
+
+/** One measurement of `variant`. */
+async function measure(variant: Variant, clients: { off: Redis; on: Redis }, args: Args, run: number): Promise<Measurement> {
   const client = variant.autoPipelining ? clients.on : clients.off;
   const ns = `tp-bench:${run}:${variant.name.replace(/[^a-z0-9]+/gi, '-')}`;
   const total = variant.inFlight === 1 && variant.kind !== 'claimMany' && variant.kind !== 'claimManyCommit' ? args.keysSerial : args.keys;
@@ -92,6 +115,8 @@ async function measure(variant: Variant, clients: { off: Redis; on: Redis }, arg
     await claimer.ready();
   }
   let failures = 0;
+  const serverBefore = await sampleRedisServer(clients.off);
+  const cpuBefore = process.cpuUsage();
   const start = performance.now();
   switch (variant.kind) {
     case 'raw':
@@ -132,10 +157,18 @@ async function measure(variant: Variant, clients: { off: Redis; on: Redis }, arg
     }
   }
   const seconds = (performance.now() - start) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
+  const server = serverDelta(serverBefore, await sampleRedisServer(clients.off));
   if (failures > 0) throw new Error(`${variant.name}: ${failures} keys not acquired (is the namespace clean?)`);
   if (claimer) await claimer.close();
   await deleteNamespace(clients.off, `${ns}:*`);
-  return total / seconds;
+  return {
+    rate: total / seconds,
+    nodeUsPerKey: (cpu.user + cpu.system) / total,
+    serverCpuUsPerKey: server.cpuUs / total,
+    serverCommandUsPerKey: server.commandUs / total,
+    commandsPerKey: server.calls / total,
+  };
 }
 
 function median(values: number[]): number {
@@ -146,6 +179,8 @@ function median(values: number[]): number {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  const server = args.privateServer ? await RedisServerProcess.start() : undefined;
+  if (server) args.port = server.port;
   const connect = (autoPipelining: boolean) =>
     new Redis({ host: args.host, port: args.port, enableAutoPipelining: autoPipelining, maxRetriesPerRequest: 1, lazyConnect: true });
   const clients = { off: connect(false), on: connect(true) };
@@ -169,15 +204,27 @@ async function main(): Promise<void> {
   // Warm-up: JIT, connections, script cache.
   for (const variant of variants) await measure(variant, clients, { ...args, keys: 1000, keysSerial: 300 }, -1);
 
-  const samples = new Map<string, number[]>(variants.map((v) => [v.name, []]));
+  const measurements = new Map<string, Measurement[]>(variants.map((v) => [v.name, []]));
   for (let run = 0; run < args.runs; run++) {
     // Alternate the order so no variant always runs first or last.
-    for (const variant of run % 2 ? [...variants].reverse() : variants) samples.get(variant.name)!.push(await measure(variant, clients, args, run));
+    for (const variant of run % 2 ? [...variants].reverse() : variants) measurements.get(variant.name)!.push(await measure(variant, clients, args, run));
     process.stdout.write(`run ${run + 1}/${args.runs} done\n`);
   }
+  const samples = new Map<string, number[]>([...measurements].map(([name, ms]) => [name, ms.map((m) => m.rate)]));
 
   const medians: Record<string, number> = {};
   for (const [name, values] of samples) medians[name] = median(values);
+  /** Per key, medians over the runs: µs of Node CPU, µs of Redis server CPU and command time. */
+  const costs: Record<string, { nodeUs: number; serverCpuUs: number; serverCommandUs: number; commands: number }> = {};
+  const round2 = (x: number) => Math.round(x * 100) / 100;
+  for (const [name, ms] of measurements) {
+    costs[name] = {
+      nodeUs: round2(median(ms.map((m) => m.nodeUsPerKey))),
+      serverCpuUs: round2(median(ms.map((m) => m.serverCpuUsPerKey))),
+      serverCommandUs: round2(median(ms.map((m) => m.serverCommandUsPerKey))),
+      commands: round2(median(ms.map((m) => m.commandsPerKey))),
+    };
+  }
   // Each ratio twice: of the medians, and the median of per-run ratios (both variants measured
   // back to back in the same run, so load from other processes affects both alike).
   const ratio = (a: string, b: string) => {
@@ -211,8 +258,13 @@ async function main(): Promise<void> {
   const width = Math.max(...Object.keys(medians).map((k) => k.length), ...Object.keys(ratios).map((k) => k.length));
   console.log(`\nRedis ${redisVersion} at ${args.host}:${args.port}; node ${process.version}; ${cpus().length} CPUs; ${args.runs} runs; ` +
     `${args.keys} keys per run (${args.keysSerial} at 1 in flight)`);
-  console.log('\nmedian keys/s');
-  for (const [name, value] of Object.entries(medians)) console.log(`  ${name.padEnd(width)}  ${value.toFixed(0).padStart(8)}`);
+  console.log(`\n${'median per variant'.padEnd(width + 2)}    keys/s  Node µs/key  Redis CPU µs/key  Redis cmd µs/key  commands/key`);
+  for (const [name, value] of Object.entries(medians)) {
+    const c = costs[name]!;
+    console.log(
+      `  ${name.padEnd(width)}  ${value.toFixed(0).padStart(8)}  ${c.nodeUs.toFixed(2).padStart(11)}  ${c.serverCpuUs.toFixed(2).padStart(16)}  ${c.serverCommandUs.toFixed(2).padStart(16)}  ${c.commands.toFixed(2).padStart(12)}`,
+    );
+  }
   console.log(`\nratios${' '.repeat(width - 4)}of medians  median of per-run ratios`);
   for (const [name, value] of Object.entries(ratios)) {
     console.log(`  ${name.padEnd(width)}  ${value.ofMedians.toFixed(2).padStart(8)}  ${value.pairedMedian.toFixed(2).padStart(8)}`);
@@ -231,6 +283,9 @@ async function main(): Promise<void> {
         parameters: { runs: args.runs, keysPerRun: args.keys, keysPerRunAtOneInFlight: args.keysSerial, leaseTtlMs: LEASE_TTL_MS, doneTtlMs: DONE_TTL_MS, claimManyBatch: 100 },
         unit: 'keys per second (a key = one claim, or one claim + one commit, or one SET NX + one SET)',
         medians,
+        costsPerKey: costs,
+        costNotes:
+          'costsPerKey: medians over the runs, per key. nodeUs = this process (user + system, process.cpuUsage); serverCpuUs = Redis used_cpu_user + used_cpu_sys (INFO cpu); serverCommandUs = sum of usec in INFO commandstats; commands = Redis commands per key. Server figures include any other client of the same server: use a private one.',
         ratios,
         goals,
         samples: Object.fromEntries(samples),
@@ -242,6 +297,7 @@ async function main(): Promise<void> {
   console.log(`\nwritten to ${args.out}`);
   clients.off.disconnect();
   clients.on.disconnect();
+  await server?.destroy();
 }
 
 main().catch((error) => {

@@ -294,6 +294,26 @@ export function describeClaimerConformance(name: string, factory: ClaimerFactory
         await expect(r.receipt.release()).rejects.toBeInstanceOf(ReceiptStateError);
       });
 
+      lostReply('commitMany, where supported: a batch whose commit landed with its reply lost fails retriably, and the retried batch resolves with every key done', async (drop) => {
+        if (!h.claimer.commitMany) return; // optional part of the contract
+        const keys = [key('lost-many-a'), key('lost-many-b')];
+        const receipts = [];
+        for (const k of keys) receipts.push(acquired(await h.claimer.claim(k, opts)).receipt);
+        const requests = receipts.map((receipt, i) => ({ receipt, result: { i } }));
+        drop('commit');
+        const first = await h.claimer.commitMany(requests);
+        // The drop loses the reply of one store call: one key's (in memory), or the whole batch's (Redis).
+        expect(first.some((e) => !e.ok)).toBe(true);
+        for (const e of first) if (!e.ok) expect(isRetriable(e.error)).toBe(true);
+        const retried = await h.claimer.commitMany(requests);
+        expect(retried.map((e) => e.ok)).toEqual([true, true]);
+        for (const [i, k] of keys.entries()) {
+          const again = await h.claimer.claim(k, opts);
+          expect(again.state === 'done' && again.result).toEqual({ i });
+        }
+        await expect(receipts[0]!.release()).rejects.toBeInstanceOf(ReceiptStateError);
+      });
+
       lostReply('a commit that landed with its reply lost: a release without a retried commit is ReceiptStateError, and the key stays done', async (drop) => {
         const k = key('lost-commit-release');
         const r = acquired(await h.claimer.claim(k, opts));
@@ -363,6 +383,62 @@ export function describeClaimerConformance(name: string, factory: ClaimerFactory
       const first = entries[0]!;
       if (first.ok && first.result.state === 'acquired') await first.result.receipt.commit();
       expect((await h.claimer.claim(fresh, opts)).state).toBe('done');
+    });
+
+    test('commitMany, where supported, commits each receipt with its result; entries in request order; a repeat resolves', async () => {
+      if (!h.claimer.commitMany) return; // optional part of the contract
+      const keys = [key('cm-a'), key('cm-b'), key('cm-c')];
+      const receipts = [];
+      for (const k of keys) receipts.push(acquired(await h.claimer.claim(k, opts)).receipt);
+      const requests = [{ receipt: receipts[0]!, result: { n: 0 } }, { receipt: receipts[1]! }, { receipt: receipts[2]!, result: 'two' }];
+      expect(await h.claimer.commitMany(requests)).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
+      const results = [];
+      for (const k of keys) {
+        const c = await h.claimer.claim(k, opts);
+        expect(c.state).toBe('done');
+        results.push(c.state === 'done' ? c.result : 'not done');
+      }
+      expect(results).toEqual([{ n: 0 }, undefined, 'two']);
+      expect(await h.claimer.commitMany(requests)).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
+      expect(await h.claimer.commitMany([])).toEqual([]);
+    });
+
+    test('commitMany, where supported: a failing entry fails alone, with the error its receipt would give', async () => {
+      if (!h.claimer.commitMany) return; // optional part of the contract
+      const good = acquired(await h.claimer.claim(key('cmf-good'), opts)).receipt;
+      const released = acquired(await h.claimer.claim(key('cmf-released'), opts)).receipt;
+      await released.release();
+      const doneKey = key('cmf-done');
+      await acquired(await h.claimer.claim(doneKey, opts)).receipt.commit();
+      const notAcquired = (await h.claimer.claim(doneKey, opts)).receipt;
+      const stale = acquired(await h.claimer.claim(key('cmf-stale'), opts));
+      const tooBig = acquired(await h.claimer.claim(key('cmf-big'), opts)).receipt;
+      await h.advance(ttl * 1.5);
+      const newer = acquired(await h.claimer.claim(stale.receipt.key, opts));
+      // `good` and `tooBig` expired meanwhile but nobody took them over: still their owners'.
+      const entries = await h.claimer.commitMany([
+        { receipt: released },
+        { receipt: good, result: 'kept' },
+        { receipt: notAcquired },
+        { receipt: stale.receipt },
+        { receipt: tooBig, result: 'x'.repeat(1_000_000) },
+        { receipt: undefined as never },
+      ]);
+      expect(entries.map((e) => (e.ok ? 'ok' : e.error.constructor.name))).toEqual([
+        'ReceiptStateError',
+        'ok',
+        'NoLeaseError',
+        'LeaseLostError',
+        'ResultTooLargeError',
+        'ConfigurationError',
+      ]);
+      const kept = await h.claimer.claim(good.key, opts);
+      expect(kept.state === 'done' && kept.result).toBe('kept');
+      // The newer owner's lease is untouched, and the oversized result left its key leased.
+      expect((await h.claimer.claim(stale.receipt.key, opts)).state).toBe('busy');
+      await newer.receipt.commit('newer');
+      await expect(tooBig.commit('small')).resolves.toBeUndefined();
+      await expect(h.claimer.commitMany('nope' as never)).rejects.toBeInstanceOf(ConfigurationError);
     });
   });
 }

@@ -19,6 +19,7 @@ const KIT_VALUES = [
   'checkTtl',
   'encodeResult',
   'decodeResult',
+  'commitEach',
   'LeaseReceipt',
   'NonAcquiredReceipt',
   'backoffDelay',

@@ -2,11 +2,10 @@
 --
 -- KEYS[i]   (i = 1..n, n ≥ 1) record key of the i-th lease; one slot on Redis Cluster.
 -- ARGV[1]   deadline of the call, Unix ms on the Redis server clock; 0 = none (see claim.lua).
--- Then 4 arguments per key, ARGV[1 + 4(i-1) + 1 .. 4]:
---   fence       fencing token of the lease, decimal
---   owner       owner token of the lease
---   doneTtlMs   how long the done record is kept (the key's new PX), ms
---   result      the JSON result to store; '' for none
+-- ARGV[2]   doneTtlMs: how long every done record of the call is kept (the key's new PX), ms
+-- ARGV[2+i] the i-th lease and result: `<fence>|<owner>|<result>`; fence decimal, owner the owner
+--           token (no `|`), result the JSON result to store, empty for none (JSON is never empty)
+-- The caller groups commits by doneTtlMs, so one argument a key is enough.
 --
 -- Returns {0, nowMs, code_1, ..., code_n}, or {1, nowMs} when the deadline has passed, with
 --   1 OK         the key is now done
@@ -24,21 +23,26 @@
 local now_us, now_ms, late = begin(ARGV[1])
 if late then return {1, now_ms} end
 
+local done_ttl = ARGV[2]
 local out = {0, now_ms}
 for i = 1, #KEYS do
-  local j = 1 + (i - 1) * 4
-  local fence, owner, done_ttl, result = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
+  local arg = ARGV[2 + i]
+  local fence_end = string.find(arg, '|', 1, true)
+  local owner_end = string.find(arg, '|', fence_end + 1, true)
+  -- lease = `<fence>|<owner>|`, as the leased record holds it after its state.
+  local lease = string.sub(arg, 1, owner_end)
+  local fence = string.sub(arg, 1, fence_end - 1)
   local raw = redis.call('GET', KEYS[i])
   local code = 0
-  local tail = after(raw, 'L|' .. fence .. '|' .. owner .. '|')
+  local tail = after(raw, 'L|' .. lease)
   if tail then
     -- tail = <attempts>|<leaseExpiryMs>|<fingerprintBytes>|<fingerprint>
     local attempts, rest = string.match(tail, '^(%d*)|%d*|(.*)$')
-    redis.call('SET', KEYS[i], 'D|' .. fence .. '||' .. attempts .. '||' .. rest .. result, 'PX', done_ttl)
+    redis.call('SET', KEYS[i], 'D|' .. fence .. '||' .. attempts .. '||' .. rest .. string.sub(arg, owner_end + 1), 'PX', done_ttl)
     code = 1
   elseif after(raw, 'D|' .. fence .. '|') then
     code = 2
-  elseif after(raw, 'R|' .. fence .. '|' .. owner .. '|') then
+  elseif after(raw, 'R|' .. lease) then
     code = 3
   elseif foreign(raw) then
     code = 5

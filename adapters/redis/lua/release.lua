@@ -2,10 +2,10 @@
 --
 -- KEYS[i]   (i = 1..n, n ≥ 1) record key of the i-th lease; one slot on Redis Cluster.
 -- ARGV[1]   deadline of the call, Unix ms on the Redis server clock; 0 = none (see claim.lua).
--- Then 3 arguments per key, ARGV[1 + 3(i-1) + 1 .. 3]:
---   fence   fencing token of the lease, decimal
---   owner   owner token of the lease
---   reset   '1' to zero the attempt count (a dead-letter: a replay starts at attempt 1), else '0'
+-- ARGV[2]   reset: '1' to zero the attempt count of every key of the call (a dead-letter: a replay
+--           starts at attempt 1), else '0'
+-- ARGV[2+i] the i-th lease: `<fence>|<owner>` (fence decimal, owner the owner token)
+-- The caller groups releases by reset, so one argument a key is enough.
 --
 -- Returns {0, nowMs, code_1, ..., code_n}, or {1, nowMs} when the deadline has passed, with
 --   1 OK         released
@@ -23,17 +23,17 @@
 local now_us, now_ms, late = begin(ARGV[1])
 if late then return {1, now_ms} end
 
+local reset = ARGV[2] == '1'
 local out = {0, now_ms}
 for i = 1, #KEYS do
-  local j = 1 + (i - 1) * 3
-  local fence, owner, reset = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local lease = ARGV[2 + i] .. '|'
+  local fence = string.sub(lease, 1, string.find(lease, '|', 1, true) - 1)
   local raw = redis.call('GET', KEYS[i])
   local code = 0
-  local lease = fence .. '|' .. owner .. '|'
   local tail = after(raw, 'L|' .. lease)
   if tail then
     local attempts, rest = string.match(tail, '^(%d*)|%d*|(.*)$')
-    if reset == '1' then attempts = '0' end
+    if reset then attempts = '0' end
     redis.call('SET', KEYS[i], 'R|' .. lease .. attempts .. '||' .. rest, 'KEEPTTL')
     code = 1
   elseif after(raw, 'R|' .. lease) then

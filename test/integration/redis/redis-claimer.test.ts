@@ -203,6 +203,16 @@ function claimerSuite(protocol: RespVersion): void {
     expect(after.scriptCalls - before.scriptCalls).toBeLessThanOrEqual(6);
   });
 
+  test('coalescing: a batch too small to split in two calls of 8 keys goes as one call', async () => {
+    const { claimer } = make({ coalesce: true });
+    const ttl = { leaseTtlMs: 5000, doneTtlMs: 5000 };
+    const before = claimer.stats.scriptCalls;
+    const claims = await Promise.all(Array.from({ length: 12 }, (_, i) => claimer.claim(`small-${i}`, ttl)));
+    expect(claims.every((c) => c.state === 'acquired')).toBe(true);
+    // The first goes out alone (nothing in flight), the other 11 as one call (not 8 + 3).
+    expect(claimer.stats.scriptCalls - before).toBe(2);
+  });
+
   test('coalescing adds no wait when nothing is in flight: one operation, one call at once', async () => {
     const { claimer } = make({ coalesce: true });
     const before = claimer.stats.scriptCalls;
@@ -221,6 +231,46 @@ function claimerSuite(protocol: RespVersion): void {
     expect(entries.slice(0, 420).every((e) => e.ok && e.result.state === 'acquired')).toBe(true);
     const last = entries[420]!;
     expect(last.ok && last.result.state).toBe('busy');
+  });
+
+  test('commitMany: the receipts travel as one script call even with coalescing off; a different doneTtlMs goes in its own call', async () => {
+    const { claimer, prefix } = make({ coalesce: false });
+    const entries = await claimer.claimMany(Array.from({ length: 30 }, (_, i) => ({ key: `cm-${i}`, options: { leaseTtlMs: 5000, doneTtlMs: 60_000 } })));
+    const receipts = entries.map((e) => (e.ok && e.result.state === 'acquired' ? e.result.receipt : undefined)).filter((r) => r !== undefined);
+    expect(receipts).toHaveLength(30);
+    const before = claimer.stats.scriptCalls;
+    expect((await claimer.commitMany(receipts.map((receipt, i) => ({ receipt, result: i })))).every((e) => e.ok)).toBe(true);
+    expect(claimer.stats.scriptCalls - before).toBe(1);
+    const done = await claimer.claim('cm-29', { leaseTtlMs: 5000, doneTtlMs: 60_000 });
+    expect(done.state === 'done' && done.result).toBe(29);
+
+    // Two retentions in one batch: two calls, each record with its own PX.
+    const short = acquired(await claimer.claim('cm-short', { leaseTtlMs: 5000, doneTtlMs: 20_000 }));
+    const long = acquired(await claimer.claim('cm-long', { leaseTtlMs: 5000, doneTtlMs: 90_000 }));
+    const mid = claimer.stats.scriptCalls;
+    expect((await claimer.commitMany([{ receipt: short.receipt }, { receipt: long.receipt }])).every((e) => e.ok)).toBe(true);
+    expect(claimer.stats.scriptCalls - mid).toBe(2);
+    const [shortTtl, longTtl] = await Promise.all([client.pttl(recordKey(prefix, 'cm-short')), client.pttl(recordKey(prefix, 'cm-long'))]);
+    expect(shortTtl).toBeGreaterThan(15_000);
+    expect(shortTtl).toBeLessThanOrEqual(20_000);
+    expect(longTtl).toBeGreaterThan(85_000);
+  });
+
+  test('coalesced claims with different TTLs in one turn: one call per TTL pair, each record with its own lease end and retention', async () => {
+    const { claimer, prefix } = make({ coalesce: true });
+    const a = { leaseTtlMs: 1000, doneTtlMs: 20_000 };
+    const b = { leaseTtlMs: 9000, doneTtlMs: 90_000 };
+    const results = await Promise.all(['t-0', 't-1', 't-2', 't-3'].map((key, i) => claimer.claim(key, i % 2 ? b : a)));
+    expect(results.every((r) => r.state === 'acquired')).toBe(true);
+    const ttls = await Promise.all(['t-0', 't-1', 't-2', 't-3'].map((key) => client.pttl(recordKey(prefix, key))));
+    expect(ttls[0]).toBeLessThanOrEqual(20_000);
+    expect(ttls[2]).toBeLessThanOrEqual(20_000);
+    expect(ttls[1]).toBeGreaterThan(85_000);
+    expect(ttls[3]).toBeGreaterThan(85_000);
+    await sleep(1100);
+    // a's leases ended (takeover possible), b's live on.
+    expect((await claimer.claim('t-0', a)).state).toBe('acquired');
+    expect((await claimer.claim('t-1', b)).state).toBe('busy');
   });
 
   test('options are validated at construction, naming the field and the value', () => {
