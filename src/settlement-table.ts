@@ -101,13 +101,25 @@ export interface Settlement {
   readonly error: unknown;
 }
 
+/** Run the handler: with the claim (`guarded`) or without one (fail-open). `error` goes with the events. */
+export interface HandleDecision {
+  readonly kind: 'handle';
+  readonly guarded: boolean;
+  readonly events: readonly ReportedEvent[];
+  readonly error: unknown;
+}
+
+/** Commit the receipt with the handler's result, then `decide` a `commit_ended`. */
+export interface CommitDecision {
+  readonly kind: 'commit';
+  readonly result: JsonValue | undefined;
+}
+
 /** The decision: settle now, run the handler, or commit and ask again with the commit's outcome. */
-export type Decision =
-  | Settlement
-  /** Run the handler: with the claim (`guarded`) or without one (fail-open). `error` goes with the events. */
-  | { readonly kind: 'handle'; readonly guarded: boolean; readonly events: readonly ReportedEvent[]; readonly error: unknown }
-  /** Commit the receipt with the handler's result, then `decide` a `commit_ended`. */
-  | { readonly kind: 'commit'; readonly result: JsonValue | undefined };
+export type Decision = Settlement | HandleDecision | CommitDecision;
+
+/** Events whose decision is always to settle at once. */
+type SettleNowKind = 'stopping' | 'invalid' | 'key_conflict' | 'done' | 'busy' | 'commit_ended' | 'unexpected';
 
 const NO_EVENTS: readonly ReportedEvent[] = Object.freeze([]);
 const ACK_NEW: BrokerAction = Object.freeze({ kind: 'ack', duplicate: false });
@@ -141,6 +153,10 @@ const SHUTDOWN_AT_INTAKE: Settlement = settle('none', SHUTDOWN_REQUEUE, 'release
  * - fail-open (no claim): the same rows, with no receipt step; an ack reports `claim_failed`
  *   (nothing was committed), and so does a requeue.
  */
+export function decide(event: SettlementEvent & { readonly kind: SettleNowKind }, rules: SettlementRules): Settlement;
+export function decide(event: SettlementEvent & { readonly kind: 'acquired' | 'claim_failed' }, rules: SettlementRules): Settlement | HandleDecision;
+export function decide(event: SettlementEvent & { readonly kind: 'handler_end' }, rules: SettlementRules): Settlement | CommitDecision;
+export function decide(event: SettlementEvent, rules: SettlementRules): Decision;
 export function decide(event: SettlementEvent, rules: SettlementRules): Decision {
   switch (event.kind) {
     case 'stopping':

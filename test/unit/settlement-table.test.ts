@@ -36,7 +36,7 @@ describe('settlement table (README "Settlement"), one row at a time', () => {
   });
 
   test('key conflict: dead-letter with reason key_conflict, no claim', () => {
-    const error = new KeyConflictError('k');
+    const error = new KeyConflictError('k', 'a', 'b');
     expect(decide({ kind: 'key_conflict', error }, rules)).toEqual({
       kind: 'settle', receipt: 'none', broker: { kind: 'dead_letter', reason: 'key_conflict', attempts: 0 }, outcome: 'key_conflict', events: ['key_conflict', 'rejected'], handled: false, error,
     });
@@ -68,7 +68,7 @@ describe('settlement table (README "Settlement"), one row at a time', () => {
     expect(decide({ kind: 'commit_ended', attempt: 2, commit: { outcome: 'commit_failed', error: failed }, transactional: false }, rules)).toEqual({
       kind: 'settle', receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'commit_failed', events: ['commit_failed'], handled: true, error: failed,
     });
-    const lost = new LeaseLostError('k');
+    const lost = new LeaseLostError('k', 1, 'commit');
     expect(decide({ kind: 'commit_ended', attempt: 2, commit: { outcome: 'lease_lost', error: lost }, transactional: false }, rules)).toMatchObject({
       receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'lease_lost', events: ['lease_lost'], error: lost,
     });
@@ -154,7 +154,7 @@ describe('settlement table (README "Settlement"), one row at a time', () => {
   });
 
   test('lease lost while the handler ran (it did not ack): release, requeue after busyRequeueDelayMs, outcome lease_lost', () => {
-    const error = new LeaseLostError('k');
+    const error = new LeaseLostError('k', 1, 'commit');
     expect(guarded({ kind: 'aborted', cause: 'lease_lost', error }, 2)).toEqual({
       kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'lease_lost', delayMs: 10 }, outcome: 'lease_lost', events: ['lease_lost'], handled: true, error,
     });
