@@ -3,6 +3,7 @@
  * validate → derive key → claim → handle → settle, per the settlement table in README.md.
  */
 import type { JsonValue } from './claimer';
+import type { TimerHandle } from './clock';
 import { type ConsumerOptions, resolveConsumerOptions, type ResolvedConsumerOptions } from './consumer-options';
 import type { Delivery, HandlerContext, Message } from './delivery';
 import { DeliveryPipeline } from './delivery-pipeline';
@@ -222,14 +223,15 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       this.logger.warn({ err: error, consumer: this.name }, 'stopping intake failed');
     }
     const drained = this.drained();
-    let timer: NodeJS.Timeout | undefined;
+    const clock = this.options.clock;
+    let timer: TimerHandle | undefined;
     const timedOut = await Promise.race([
       drained.then(() => false),
       new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), this.options.shutdownTimeoutMs);
+        timer = clock.setTimeout(() => resolve(true), this.options.shutdownTimeoutMs);
       }),
     ]);
-    clearTimeout(timer);
+    clock.clearTimeout(timer);
     if (timedOut) {
       this.logger.warn({ consumer: this.name, inFlight: this.inFlightCount }, 'shutdown deadline passed: aborting in-flight handlers (they release and requeue)');
       this.pipeline.abortHandlers(new ShutdownError('shutdown deadline passed'));

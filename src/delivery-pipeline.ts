@@ -75,7 +75,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     this.logLimiter = new LogLimiter(logger, { consumer: options.name });
     this.failures = new FailureLog(options.name, logger, this.logLimiter, options.maxAttempts);
     this.claims = new ClaimStep(options, this.shutdown.signal);
-    this.keeper = options.keepAlive ? new LeaseKeeper(options.leaseTtlMs, Math.max(1, Math.floor(options.leaseTtlMs / 3))) : undefined;
+    this.keeper = options.keepAlive ? new LeaseKeeper(options.leaseTtlMs, Math.max(1, Math.floor(options.leaseTtlMs / 3)), options.clock) : undefined;
     this.rules = {
       maxAttempts: options.maxAttempts,
       busyRequeueDelayMs: options.busyRequeueDelayMs,
@@ -238,7 +238,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const receipt = guarded ? run.receipt : undefined;
     this.flights.add(run);
     const timeoutMs = this.options.handlerTimeoutMs;
-    const timer = timeoutMs === undefined ? undefined : setTimeout(() => run.abort(new TimeoutError(`handler passed handlerTimeoutMs (${timeoutMs} ms)`)), timeoutMs);
+    const clock = this.options.clock;
+    const timer = timeoutMs === undefined ? undefined : clock.setTimeout(() => run.abort(new TimeoutError(`handler passed handlerTimeoutMs (${timeoutMs} ms)`)), timeoutMs);
     const keepAlive = receipt ? this.keeper?.keep(receipt, run) : undefined;
     const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
     try {
@@ -247,7 +248,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     } catch (error) {
       return this.endOf(run, undefined, error);
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) clock.clearTimeout(timer);
       const extending = keepAlive?.stop();
       if (extending) await extending;
       this.flights.delete(run);

@@ -5,8 +5,8 @@
  * timer per message; each lease is extended about every `intervalMs` (the consumer uses
  * leaseTtlMs / 3), with one extend in flight per lease at a time.
  */
-import { performance } from 'node:perf_hooks';
 import type { Receipt } from './claimer';
+import { systemClock, type TimerClock, type TimerHandle } from './clock';
 import { LeaseLostError, ReceiptStateError } from './errors';
 
 /** Callbacks of one kept lease. */
@@ -41,16 +41,18 @@ interface Entry extends KeptLease {
 
 export class LeaseKeeper {
   private readonly entries = new Set<Entry>();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
   private readonly tickMs: number;
 
   /**
    * @param leaseTtlMs lease length requested on each extend, ms
    * @param intervalMs time between extends of one lease, ms
+   * @param clock time source and timers (default: the system clock; a manual one in tests)
    */
   constructor(
     private readonly leaseTtlMs: number,
     private readonly intervalMs: number,
+    private readonly clock: TimerClock = systemClock,
   ) {
     this.tickMs = Math.max(1, Math.floor(intervalMs / 4));
   }
@@ -72,7 +74,7 @@ export class LeaseKeeper {
     const entry: Entry = {
       receipt,
       callbacks,
-      dueAt: performance.now() + this.intervalMs,
+      dueAt: this.clock.now() + this.intervalMs,
       inFlight: undefined,
       stopped: false,
       stop: () => {
@@ -82,16 +84,15 @@ export class LeaseKeeper {
       },
     };
     entries.add(entry);
-    if (!this.timer) {
-      this.timer = setInterval(() => this.tick(), this.tickMs);
-      this.timer.unref();
+    if (this.timer === undefined) {
+      this.timer = this.clock.setInterval(() => this.tick(), this.tickMs, { unref: true });
     }
     return entry;
   }
 
   private idle(): void {
-    if (this.entries.size === 0 && this.timer) {
-      clearInterval(this.timer);
+    if (this.entries.size === 0 && this.timer !== undefined) {
+      this.clock.clearInterval(this.timer);
       this.timer = undefined;
     }
   }
@@ -103,7 +104,7 @@ export class LeaseKeeper {
       this.idle();
       return;
     }
-    const now = performance.now();
+    const now = this.clock.now();
     for (const entry of this.entries) {
       if (entry.inFlight || entry.dueAt > now) continue;
       entry.dueAt = now + this.intervalMs;

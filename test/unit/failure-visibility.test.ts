@@ -14,6 +14,7 @@ import {
 } from '../../src';
 import { LogLimiter } from '../../src/log-limiter';
 import { retryHorizonMs } from '../../src/retry-horizon';
+import { ManualClock } from '../support/manual-clock';
 import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery, WrappingClaimer, waitFor } from './helpers';
 
 interface Line {
@@ -147,17 +148,21 @@ describe('floods are summarised', () => {
         };
       }
     }
-    const claimer = new ExtendFails(new InMemoryClaimer());
+    const clock = new ManualClock();
+    const claimer = new ExtendFails(new InMemoryClaimer({ clock }));
     const { lines, logger } = recordingLogger();
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 100, logger, concurrency: 50 }, async () => {
+    let started = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), clock, leaseTtlMs: 100, logger, concurrency: 50 }, async () => {
+      started++;
       await held;
       return ack();
     });
     await consumer.start();
     const running = Promise.all(Array.from({ length: 50 }, (_, i) => consumer.dispatch(recordingDelivery({ key: `k${i}` }))));
-    await waitFor(() => claimer.extends >= 200);
+    await waitFor(() => started === 50);
+    while (claimer.extends < 200) await clock.advance(10);
     release();
     await running;
     await consumer.stop();
