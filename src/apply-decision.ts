@@ -13,7 +13,7 @@ import type { Logger } from './logger';
 import type { DeliveryResult } from './observer';
 import { errorType, releaseWithin, truncateErrorMessage } from './settlement';
 import type { BrokerAction, ReportedEvent, Settlement } from './settlement-table';
-import type { AckInfo, RejectInfo, RequeueInfo } from './settler';
+import type { AckInfo, RejectInfo, RequeueInfo, Settler } from './settler';
 
 /** What applying a settlement needs of its consumer. */
 export interface ApplyContext {
@@ -97,16 +97,28 @@ async function release(ctx: ApplyContext, run: DeliveryRun, reset: boolean): Pro
  * Calls the broker; a failure is reported as `ack_failed` (logged, rate-limited) and never
  * retried elsewhere: the broker redelivers and the claim decides. True when the settle succeeded.
  */
-async function settleOn(ctx: ApplyContext, run: DeliveryRun, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<boolean> {
+function settleOn(ctx: ApplyContext, run: DeliveryRun, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<boolean> {
   const settler = run.delivery.settler;
-  const call = (): Promise<void> => (action === 'ack' ? settler.ack(info as AckInfo) : action === 'requeue' ? settler.requeue(delayMs, info as RequeueInfo) : settler.reject(info as RejectInfo));
-  try {
-    if (run.trace.wrapsSteps) await run.trace.step('settle', call);
-    else await call();
-    return true;
-  } catch (error) {
+  let settling: Promise<void>;
+  if (run.trace.wrapsSteps) settling = run.trace.step('settle', () => callSettler(settler, action, info, delayMs));
+  else {
+    try {
+      settling = callSettler(settler, action, info, delayMs);
+    } catch (error) {
+      settling = Promise.reject(error);
+    }
+  }
+  return settling.then(SETTLED, (error: unknown) => {
     if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'broker settle failed; the broker will redeliver and the claim decides');
     run.emit('ack_failed', error);
     return false;
-  }
+  });
+}
+
+const SETTLED = (): boolean => true;
+
+function callSettler(settler: Settler, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<void> {
+  if (action === 'ack') return settler.ack(info as AckInfo);
+  if (action === 'requeue') return settler.requeue(delayMs, info as RequeueInfo);
+  return settler.reject(info as RejectInfo);
 }

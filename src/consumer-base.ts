@@ -76,6 +76,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
         isPermanent: (error) => this.isPermanent(error),
       },
       this.limiter,
+      () => this.deliveryEnded(),
     );
     if (this.options.failOpen) {
       this.logger.warn({ consumer: this.name }, 'failOpen is on: while the claim store is unavailable, handlers run WITHOUT a claim and effects may repeat');
@@ -190,8 +191,8 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
   /** {@inheritDoc twophase/adapter-kit!DeliverySink.dispatch} */
   dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult> {
     this.inFlightCount++;
-    if (this.limiter.tryAcquire()) return this.process(delivery, preclaimed);
-    return this.limiter.acquire().then(() => this.process(delivery, preclaimed));
+    if (this.limiter.tryAcquire()) return this.pipeline.run(delivery, preclaimed);
+    return this.limiter.acquire().then(() => this.pipeline.run(delivery, preclaimed));
   }
 
   /** {@inheritDoc twophase/adapter-kit!DeliverySink.fail} */
@@ -252,13 +253,12 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
-  private async process(delivery: Delivery, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
-    const result = await this.pipeline.run(delivery, preclaimed);
+  /** One delivery ended: wakes `stop()` once none is in flight. */
+  private deliveryEnded(): void {
     if (--this.inFlightCount === 0 && this.drainWaiters.length > 0) {
       const waiters = this.drainWaiters;
       this.drainWaiters = [];
       for (const resolve of waiters) resolve();
     }
-    return result;
   }
 }

@@ -68,6 +68,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
     private readonly options: ResolvedConsumerOptions,
     private readonly hooks: PipelineHooks<TBody, TTransaction>,
     private readonly limiter: Semaphore,
+    /** Called as each delivery ends, after its permit was given back. */
+    private readonly ended: () => void,
   ) {
     const logger = options.logger;
     this.logger = logger;
@@ -142,6 +144,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     trace.end(result);
     this.failures.record(result);
     run.releasePermit();
+    this.ended();
     return result;
   }
 
@@ -221,20 +224,13 @@ export class DeliveryPipeline<TBody, TTransaction> {
     return this.handleAndSettle(run, message, false);
   }
 
-  /** Runs the handler, then settles its end by the table (a commit first when it acked with a claim). */
-  private async handleAndSettle(run: DeliveryRun, message: Message<TBody>, guarded: boolean): Promise<DeliveryResult> {
-    const end = await this.runHandler(run, message, guarded);
-    const decision = decide({ kind: 'handler_end', guarded, attempt: run.attempt!, end }, this.rules);
-    if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
-    return this.commit(run, decision.result);
-  }
-
   /**
-   * Runs `handle()` with the run's signal, the handler timeout and (with a claim) lease keep-alive.
+   * Runs `handle()` with the run's signal, the handler timeout and (with a claim) lease
+   * keep-alive, then settles its end by the table (a commit first when it acked with a claim).
    * Stops waiting once the handler is aborted (shutdown deadline, handler timeout): a handler that
    * ignores its signal must not hold the delivery, its lease or shutdown forever.
    */
-  private async runHandler(run: DeliveryRun, message: Message<TBody>, guarded: boolean): Promise<HandlerEnd> {
+  private async handleAndSettle(run: DeliveryRun, message: Message<TBody>, guarded: boolean): Promise<DeliveryResult> {
     const receipt = guarded ? run.receipt : undefined;
     this.flights.add(run);
     const timeoutMs = this.options.handlerTimeoutMs;
@@ -242,17 +238,21 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const timer = timeoutMs === undefined ? undefined : clock.setTimeout(() => run.abort(new TimeoutError(`handler passed handlerTimeoutMs (${timeoutMs} ms)`)), timeoutMs);
     const keepAlive = receipt ? this.keeper?.keep(receipt, run) : undefined;
     const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
+    let end: HandlerEnd;
     try {
       const value = await run.race(run.trace.wrapsSteps ? run.trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context));
-      return isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
+      end = isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
     } catch (error) {
-      return this.endOf(run, undefined, error);
+      end = this.endOf(run, undefined, error);
     } finally {
       if (timer !== undefined) clock.clearTimeout(timer);
       const extending = keepAlive?.stop();
       if (extending) await extending;
       this.flights.delete(run);
     }
+    const decision = decide({ kind: 'handler_end', guarded, attempt: run.attempt!, end }, this.rules);
+    if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
+    return this.commit(run, decision.result);
   }
 
   /** How the handler ended: an ack wins; then an abort (shutdown, lost lease, timeout); then what it returned or threw. */
