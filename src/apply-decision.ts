@@ -87,9 +87,7 @@ async function release(ctx: ApplyContext, run: DeliveryRun, reset: boolean): Pro
   const receipt = run.receipt;
   if (!receipt) return;
   const options = reset ? RESET_ATTEMPTS : undefined;
-  const released = run.trace.wrapsSteps
-    ? await run.trace.step('release', () => releaseWithin(receipt, ctx.releaseDeadlineMs, ctx.logger, options))
-    : await releaseWithin(receipt, ctx.releaseDeadlineMs, ctx.logger, options);
+  const released = await run.trace.step('release', () => releaseWithin(receipt, ctx.releaseDeadlineMs, ctx.logger, options));
   if (released) run.emit('released');
 }
 
@@ -100,13 +98,10 @@ async function release(ctx: ApplyContext, run: DeliveryRun, reset: boolean): Pro
 function settleOn(ctx: ApplyContext, run: DeliveryRun, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<boolean> {
   const settler = run.delivery.settler;
   let settling: Promise<void>;
-  if (run.trace.wrapsSteps) settling = run.trace.step('settle', () => callSettler(settler, action, info, delayMs));
-  else {
-    try {
-      settling = callSettler(settler, action, info, delayMs);
-    } catch (error) {
-      settling = Promise.reject(error);
-    }
+  try {
+    settling = run.trace.step('settle', () => callSettler(settler, action, info, delayMs));
+  } catch (error) {
+    settling = Promise.reject(error); // a settler that throws instead of rejecting
   }
   return settling.then(SETTLED, (error: unknown) => {
     if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'broker settle failed; the broker will redeliver and the claim decides');

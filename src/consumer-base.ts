@@ -1,6 +1,10 @@
 /**
  * ConsumerBase: subclass it, implement `handle`, and every delivery runs
  * validate → derive key → claim → handle → settle, per the settlement table in README.md.
+ *
+ * This class keeps the lifecycle (start, stop, health, dispatch with its concurrency bound) and
+ * the hooks a subclass overrides. Each delivery runs in delivery-pipeline.ts; the settlement
+ * rules are one pure function in settlement-table.ts, carried out by apply-decision.ts.
  */
 import type { JsonValue } from './claimer';
 import type { TimerHandle } from './clock';
@@ -210,6 +214,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
   private async stopNow(): Promise<void> {
     if (this.state === 'created') {
       this.state = 'stopped';
+      this.pipeline.beginShutdown(); // a delivery dispatched now is requeued, never handled
       return;
     }
     // During start(), never wait for it (a claimer's ready() or a broker connect can take long):

@@ -170,8 +170,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
 
     let claim: ClaimResult;
     try {
-      if (run.trace.wrapsSteps) claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
-      else claim = preclaimed?.kind === 'claimed' ? preclaimed.result : await this.claim(message, preclaimed);
+      claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
     } catch (error) {
       return this.claimFailed(run, message, error);
     }
@@ -240,7 +239,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
     let end: HandlerEnd;
     try {
-      const value = await run.race(run.trace.wrapsSteps ? run.trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context));
+      const value = await run.race(run.trace.step('handle', () => this.callHandle(message, context)));
       end = isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
     } catch (error) {
       end = this.endOf(run, undefined, error);
@@ -275,9 +274,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
   private async commit(run: DeliveryRun, value: JsonValue | undefined): Promise<DeliveryResult> {
     const receipt = run.receipt!;
     const deadlineMs = this.options.commitDeadlineMs;
-    const committing = run.trace.wrapsSteps
-      ? run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger))
-      : commitWithin(receipt, value, deadlineMs, this.logger);
+    const committing = run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger));
     const transactional = receipt.transaction !== undefined;
     if (!transactional) this.markHandled(run, true);
     const commit = await committing;
