@@ -468,3 +468,16 @@ describe('runner', () => {
     expect(process.listenerCount('SIGTERM')).toBe(0);
   });
 });
+
+test('a delivery dispatched to a consumer stopped before it started is requeued (shutdown), and its handler never runs', async () => {
+  let runs = 0;
+  const consumer = new FnConsumer(fastOptions(new InMemoryClaimer()), async () => {
+    runs++;
+    return ack();
+  });
+  await consumer.stop();
+  const d = recordingDelivery({ key: 'after-stop' });
+  expect(await consumer.dispatch(d)).toMatchObject({ action: 'requeue', reason: 'shutdown', handled: false });
+  expect(d.calls).toEqual([{ op: 'requeue', delayMs: 0, info: { cause: 'shutdown' } }]);
+  expect(runs).toBe(0);
+});
