@@ -54,7 +54,14 @@ export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Se
   }
   if (s.receipt !== 'none') await release(ctx, run, false);
   if (broker.kind === 'ack') {
-    await settleOn(ctx, run, 'ack', broker.duplicate ? ACK_DUPLICATE : ACK_NEW, 0);
+    const settler = run.delivery.settler;
+    const info = broker.duplicate ? ACK_DUPLICATE : ACK_NEW;
+    try {
+      // The per-message path: one await on the broker call.
+      await run.trace.step('settle', () => settler.ack(info));
+    } catch (error) {
+      settleFailed(ctx, run, error);
+    }
     return resultOf(run, s, 'ack', undefined, undefined);
   }
   const info: RequeueInfo = broker.attempt === undefined ? { cause: broker.cause } : { cause: broker.cause, attempt: broker.attempt };
@@ -104,10 +111,15 @@ function settleOn(ctx: ApplyContext, run: DeliveryRun, action: 'ack' | 'requeue'
     settling = Promise.reject(error); // a settler that throws instead of rejecting
   }
   return settling.then(SETTLED, (error: unknown) => {
-    if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'broker settle failed; the broker will redeliver and the claim decides');
-    run.emit('ack_failed', error);
+    settleFailed(ctx, run, error);
     return false;
   });
+}
+
+/** A broker call failed: logged (rate-limited) and reported as `ack_failed`. */
+function settleFailed(ctx: ApplyContext, run: DeliveryRun, error: unknown): void {
+  if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'broker settle failed; the broker will redeliver and the claim decides');
+  run.emit('ack_failed', error);
 }
 
 const SETTLED = (): boolean => true;

@@ -29,7 +29,7 @@ import { type DeliveryResult, INERT_TRACE, ObservationFanout } from './observer'
 import { applySettlement, type ApplyContext, reportEvents } from './apply-decision';
 import { backoffDelay } from './retry';
 import type { Semaphore } from './semaphore';
-import { commitWithin, releaseWithin, truncateErrorMessage } from './settlement';
+import { type CommitOutcome, commitWithin, releaseWithin, truncateErrorMessage } from './settlement';
 import { decide, type HandlerEnd, type SettlementEvent, type SettlementRules } from './settlement-table';
 import type { PreparedClaim } from './source';
 
@@ -182,7 +182,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
       const decision = decide({ kind: 'acquired', attempt: run.attempt }, this.rules);
       if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
       reportEvents(run, decision.events, undefined);
-      return this.handleAndSettle(run, message, true);
+      return await this.handleAndSettle(run, message, true);
     }
     if (claim.state === 'done') {
       const decision = decide({ kind: 'done' }, this.rules);
@@ -250,8 +250,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
       this.flights.delete(run);
     }
     const decision = decide({ kind: 'handler_end', guarded, attempt: run.attempt!, end }, this.rules);
-    if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
-    return this.commit(run, decision.result);
+    if (decision.kind === 'settle') return await applySettlement(this.applyContext, run, decision);
+    const commit = await this.commit(run, decision.result);
+    return await applySettlement(this.applyContext, run, decide({ kind: 'commit_ended', attempt: run.attempt!, commit, transactional: run.receipt!.transaction !== undefined }, this.rules));
   }
 
   /** How the handler ended: an ack wins; then an abort (shutdown, lost lease, timeout); then what it returned or threw. */
@@ -266,19 +267,20 @@ export class DeliveryPipeline<TBody, TTransaction> {
   }
 
   /**
-   * Commits after an ack, then settles by the commit's outcome. Without a transaction the effect
-   * is done once the commit is issued: the handler slot is freed and the source may move on
+   * Commits after an ack (never throws; see commitWithin). Without a transaction the effect is
+   * done once the commit is issued: the handler slot is freed and the source may move on
    * (Settler.handled). A receipt carrying the handler's transaction commits the effect with the
    * claim: the delivery counts as handled only once that commit succeeded (see Receipt.transaction).
    */
-  private async commit(run: DeliveryRun, value: JsonValue | undefined): Promise<DeliveryResult> {
+  private commit(run: DeliveryRun, value: JsonValue | undefined): Promise<CommitOutcome> {
     const receipt = run.receipt!;
     const deadlineMs = this.options.commitDeadlineMs;
     const committing = run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger));
-    const transactional = receipt.transaction !== undefined;
-    if (!transactional) this.markHandled(run, true);
-    const commit = await committing;
-    if (transactional) {
+    if (receipt.transaction === undefined) {
+      this.markHandled(run, true);
+      return committing;
+    }
+    return committing.then((commit) => {
       if (commit.outcome === 'committed') this.markHandled(run, false);
       else if (this.logLimiter.admit('transaction_rolled_back')) {
         this.logger.error(
@@ -286,8 +288,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
           'twophase: the transaction holding the claim and the effect did not commit; the effect was rolled back, message requeued',
         );
       }
-    }
-    return this.settle(run, { kind: 'commit_ended', attempt: run.attempt!, commit, transactional });
+      return commit;
+    });
   }
 
   /** The handler's effect is done: free its slot, and (`signal`) tell the settler through its `handled` hook. */
