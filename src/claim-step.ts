@@ -30,7 +30,10 @@ export class ClaimStep {
     this.base = Object.freeze({ leaseTtlMs: options.leaseTtlMs, doneTtlMs: options.doneTtlMs });
   }
 
-  /** The options of one claim: the lease and done TTLs, and the payload fingerprint when there is one. */
+  /**
+   * The options of one claim: the lease and done TTLs, and the payload fingerprint when there is
+   * one. The one place claim options are made (batch claims too).
+   */
   optionsFor(fingerprint: string | undefined): ClaimOptions {
     return fingerprint === undefined ? this.base : { ...this.base, fingerprint };
   }
@@ -65,7 +68,7 @@ export class ClaimStep {
     const requests: { index: number; key: string; options: ClaimOptions }[] = [];
     deliveries.forEach((delivery, index) => {
       try {
-        requests.push({ index, key: deriveKey(delivery), options: this.base });
+        requests.push({ index, key: deriveKey(delivery), options: this.optionsFor(undefined) });
       } catch {
         // left 'skipped'
       }
