@@ -13,7 +13,7 @@ import type { Logger } from './logger';
 import type { DeliveryResult } from './observer';
 import { errorType, releaseWithin, truncateErrorMessage } from './settlement';
 import type { BrokerAction, ReportedEvent, Settlement } from './settlement-table';
-import type { AckInfo, RejectInfo, RequeueInfo, Settler } from './settler';
+import type { AckInfo, RejectInfo, Settler } from './settler';
 
 /** What applying a settlement needs of its consumer. */
 export interface ApplyContext {
@@ -42,31 +42,37 @@ function carriesError(type: string): boolean {
   return type !== 'acquired' && type !== 'done_duplicate' && type !== 'busy' && type !== 'fail_open' && type !== 'committed';
 }
 
-/** Applies `s` to the run (events, receipt, broker) and returns the delivery's result (durationMs still 0). */
-export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
+/**
+ * Applies `s` to the run (events, receipt, broker) and returns the delivery's result (durationMs
+ * still 0). Never rejects: a failed broker call is reported as `ack_failed`.
+ */
+export function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
   if (report) reportEvents(run, s.events, s.error, s.broker);
   const broker = s.broker;
-  if (broker.kind === 'dead_letter') {
-    const info: RejectInfo = { reason: broker.reason, attempts: broker.attempts, errorMessage: truncateErrorMessage(s.error), errorType: errorType(s.error) };
-    const settled = await settleOn(ctx, run, 'reject', info, 0);
-    if (s.receipt !== 'none') await release(ctx, run, settled && s.receipt === 'release_reset');
-    return resultOf(run, s, 'reject', broker.reason, undefined);
-  }
-  if (s.receipt !== 'none') await release(ctx, run, false);
-  if (broker.kind === 'ack') {
-    const settler = run.delivery.settler;
-    const info = broker.duplicate ? ACK_DUPLICATE : ACK_NEW;
-    try {
-      // The per-message path: one await on the broker call.
-      await run.trace.step('settle', () => settler.ack(info));
-    } catch (error) {
-      settleFailed(ctx, run, error);
-    }
-    return resultOf(run, s, 'ack', undefined, undefined);
-  }
-  const info: RequeueInfo = broker.attempt === undefined ? { cause: broker.cause } : { cause: broker.cause, attempt: broker.attempt };
-  await settleOn(ctx, run, 'requeue', info, broker.delayMs);
-  return resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
+  if (broker.kind === 'dead_letter') return deadLetter(ctx, run, s, broker);
+  if (s.receipt !== 'none') return releaseThenSettle(ctx, run, s);
+  // The per-message path (an ack after a commit): the broker call and one promise for the result.
+  const result = broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
+  return brokerCall(run, broker, undefined).then(
+    () => result,
+    (failure: unknown) => {
+      settleFailed(ctx, run, failure);
+      return result;
+    },
+  );
+}
+
+async function deadLetter(ctx: ApplyContext, run: DeliveryRun, s: Settlement, broker: BrokerAction & { kind: 'dead_letter' }): Promise<DeliveryResult> {
+  const settled = await settleOn(ctx, run, broker, s.error);
+  if (s.receipt !== 'none') await release(ctx, run, settled && s.receipt === 'release_reset');
+  return resultOf(run, s, 'reject', broker.reason, undefined);
+}
+
+async function releaseThenSettle(ctx: ApplyContext, run: DeliveryRun, s: Settlement): Promise<DeliveryResult> {
+  await release(ctx, run, false);
+  const broker = s.broker;
+  await settleOn(ctx, run, broker);
+  return broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.kind === 'requeue' ? broker.cause : undefined, broker.kind === 'requeue' ? broker.delayMs : undefined);
 }
 
 /**
@@ -100,32 +106,40 @@ async function release(ctx: ApplyContext, run: DeliveryRun, reset: boolean): Pro
 
 /**
  * Calls the broker; a failure is reported as `ack_failed` (logged, rate-limited) and never
- * retried elsewhere: the broker redelivers and the claim decides. True when the settle succeeded.
+ * retried elsewhere: the broker redelivers and the claim decides. Resolves true when the settle
+ * succeeded; never rejects.
  */
-function settleOn(ctx: ApplyContext, run: DeliveryRun, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<boolean> {
-  const settler = run.delivery.settler;
-  let settling: Promise<void>;
-  try {
-    settling = run.trace.step('settle', () => callSettler(settler, action, info, delayMs));
-  } catch (error) {
-    settling = Promise.reject(error); // a settler that throws instead of rejecting
-  }
-  return settling.then(SETTLED, (error: unknown) => {
-    settleFailed(ctx, run, error);
+function settleOn(ctx: ApplyContext, run: DeliveryRun, broker: BrokerAction, error?: unknown): Promise<boolean> {
+  return brokerCall(run, broker, error).then(SETTLED, (failure: unknown) => {
+    settleFailed(ctx, run, failure);
     return false;
   });
+}
+
+/** The settler call in the observers' `settle` step; a settler that throws becomes a rejection. */
+function brokerCall(run: DeliveryRun, broker: BrokerAction, error: unknown): Promise<void> {
+  const settler = run.delivery.settler;
+  try {
+    return run.trace.step('settle', () => callSettler(settler, broker, error));
+  } catch (thrown) {
+    return Promise.reject(thrown);
+  }
+}
+
+const SETTLED = (): boolean => true;
+
+/** The settler call of a broker action; a dead-letter carries the error's message and class. */
+function callSettler(settler: Settler, broker: BrokerAction, error: unknown): Promise<void> {
+  if (broker.kind === 'ack') return settler.ack(broker.duplicate ? ACK_DUPLICATE : ACK_NEW);
+  if (broker.kind === 'requeue') {
+    return settler.requeue(broker.delayMs, broker.attempt === undefined ? { cause: broker.cause } : { cause: broker.cause, attempt: broker.attempt });
+  }
+  const info: RejectInfo = { reason: broker.reason, attempts: broker.attempts, errorMessage: truncateErrorMessage(error), errorType: errorType(error) };
+  return settler.reject(info);
 }
 
 /** A broker call failed: logged (rate-limited) and reported as `ack_failed`. */
 function settleFailed(ctx: ApplyContext, run: DeliveryRun, error: unknown): void {
   if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'broker settle failed; the broker will redeliver and the claim decides');
   run.emit('ack_failed', error);
-}
-
-const SETTLED = (): boolean => true;
-
-function callSettler(settler: Settler, action: 'ack' | 'requeue' | 'reject', info: AckInfo | RequeueInfo | RejectInfo, delayMs: number): Promise<void> {
-  if (action === 'ack') return settler.ack(info as AckInfo);
-  if (action === 'requeue') return settler.requeue(delayMs, info as RequeueInfo);
-  return settler.reject(info as RejectInfo);
 }
