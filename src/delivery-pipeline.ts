@@ -170,7 +170,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
 
     let claim: ClaimResult;
     try {
-      claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
+      // A claim prepared by claimBatch is taken as it is (no await) unless an observer wraps the step.
+      if (preclaimed?.kind === 'claimed' && !run.trace.wrapsSteps) claim = preclaimed.result;
+      else claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
     } catch (error) {
       return this.claimFailed(run, message, error);
     }
