@@ -2,6 +2,7 @@
  * Options of {@link ConsumerBase}: meaning, units, defaults and the checks run at construction.
  */
 import type { Claimer } from './claimer';
+import { systemClock, type TimerClock } from './clock';
 import { ConfigurationError } from './errors';
 import { checkTtl } from './keys';
 import { checkKnownOptions, describeType, optionNames } from './known-options';
@@ -86,6 +87,13 @@ export interface ConsumerOptions {
   readonly logger?: Logger;
   /** Observers of every outcome (logging, metrics, tracing). */
   readonly observers?: readonly ConsumerObserver[];
+  /**
+   * Time source and timers of the consumer: the handler timeout, the shutdown deadline and lease
+   * keep-alive (ms). Default: the system clock (`performance.now()` and Node's timers). Meant for
+   * tests, which pass a manual clock to advance time without sleeping (give the claimer the same
+   * clock so leases expire on it). Commit and release retries and claim backoff keep real time.
+   */
+  readonly clock?: TimerClock;
 }
 
 /** Resolved options: every default applied. */
@@ -123,6 +131,7 @@ const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
   'failOpen',
   'logger',
   'observers',
+  'clock',
 ]);
 const BACKOFF_OPTION_NAMES = optionNames<BackoffPolicy>()(['initialDelayMs', 'maxDelayMs', 'multiplier', 'jitter']);
 const DEPLOYMENT_OPTION_NAMES = optionNames<DeploymentDeclaration>()(['replicas']);
@@ -167,6 +176,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
     ...CONSUMER_DEFAULTS,
     logger: defaultLogger,
     observers: [],
+    clock: systemClock,
     ...stripUndefined(options),
     name: options.name,
     claimer: options.claimer,
@@ -208,6 +218,10 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
     throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');
   }
   (resolved as { logger: Logger }).logger = guardLogger(resolved.logger);
+  const clock = resolved.clock as Partial<TimerClock> | null;
+  if (!clock || typeof clock !== 'object' || (['now', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] as const).some((m) => typeof clock[m] !== 'function')) {
+    throw new ConfigurationError('clock must be a TimerClock with now, setTimeout, clearTimeout, setInterval and clearInterval methods');
+  }
   if (!Array.isArray(resolved.observers) || resolved.observers.some((o) => !o || typeof o !== 'object')) {
     throw new ConfigurationError('observers must be an array of ConsumerObserver objects');
   }

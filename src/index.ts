@@ -9,7 +9,7 @@ export * from './errors';
 export * from './claimer';
 export * from './limits';
 export { validateKey, namespaceKey, digestKey } from './keys';
-export { type Clock, monotonicClock } from './clock';
+export { type Clock, monotonicClock, type TimerClock, type TimerHandle, systemClock } from './clock';
 export { InMemoryClaimer, type InMemoryClaimerOptions } from './in-memory-claimer';
 export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './delivery';
 export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './settler';

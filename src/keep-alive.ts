@@ -5,8 +5,8 @@
  * timer per message; each lease is extended about every `intervalMs` (the consumer uses
  * leaseTtlMs / 3), with one extend in flight per lease at a time.
  */
-import { performance } from 'node:perf_hooks';
 import type { Receipt } from './claimer';
+import { systemClock, type TimerClock, type TimerHandle } from './clock';
 import { LeaseLostError, ReceiptStateError } from './errors';
 
 /** Callbacks of one kept lease. */
@@ -44,18 +44,20 @@ interface Entry extends KeptLease {
 
 export class LeaseKeeper {
   private readonly entries = new Set<Entry>();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
   private readonly tickMs: number;
 
   /**
    * @param leaseTtlMs lease length requested on each extend, ms (unless `keep` is given another)
    * @param intervalMs time between extends of one lease, ms
+   * @param clock time source and timers (default: the system clock; a manual one in tests)
    * @param shortestLeaseTtlMs the shortest lease `keep` will be given, ms, when leases differ
    *   (per message type TTLs): the timer ticks often enough for it. Default `leaseTtlMs`.
    */
   constructor(
     private readonly leaseTtlMs: number,
     private readonly intervalMs: number,
+    private readonly clock: TimerClock = systemClock,
     shortestLeaseTtlMs: number = leaseTtlMs,
   ) {
     const shortestIntervalMs = shortestLeaseTtlMs < leaseTtlMs ? Math.max(1, Math.floor(shortestLeaseTtlMs / 3)) : intervalMs;
@@ -85,7 +87,7 @@ export class LeaseKeeper {
       leaseTtlMs,
       intervalMs,
       callbacks,
-      dueAt: performance.now() + intervalMs,
+      dueAt: this.clock.now() + intervalMs,
       inFlight: undefined,
       stopped: false,
       stop: () => {
@@ -95,16 +97,15 @@ export class LeaseKeeper {
       },
     };
     entries.add(entry);
-    if (!this.timer) {
-      this.timer = setInterval(() => this.tick(), this.tickMs);
-      this.timer.unref();
+    if (this.timer === undefined) {
+      this.timer = this.clock.setInterval(() => this.tick(), this.tickMs, { unref: true });
     }
     return entry;
   }
 
   private idle(): void {
-    if (this.entries.size === 0 && this.timer) {
-      clearInterval(this.timer);
+    if (this.entries.size === 0 && this.timer !== undefined) {
+      this.clock.clearInterval(this.timer);
       this.timer = undefined;
     }
   }
@@ -116,7 +117,7 @@ export class LeaseKeeper {
       this.idle();
       return;
     }
-    const now = performance.now();
+    const now = this.clock.now();
     for (const entry of this.entries) {
       if (entry.inFlight || entry.dueAt > now) continue;
       entry.dueAt = now + entry.intervalMs;

@@ -161,9 +161,12 @@ export class DeliveryTrace {
     for (const h of this.hooks) if (h.end) this.guard(() => h.end!(result), 'end');
   }
 
-  /** Runs `fn` inside every observer's wrapper for `step`; a throwing wrapper cannot skip or repeat `fn`. */
+  /**
+   * Runs `fn` inside every observer's wrapper for `step`; a throwing wrapper cannot skip or repeat
+   * `fn`. The pipeline's one observer fast path: without a wrapper, `fn()` directly.
+   */
   step<T>(step: PipelineStep, fn: () => Promise<T>): Promise<T> {
-    if (this.hooks.length === 0) return fn();
+    if (!this.wrapsSteps) return fn();
     let run = fn;
     for (const h of this.hooks) {
       if (!h.step) continue;

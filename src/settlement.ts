@@ -1,6 +1,7 @@
 /**
- * Settlement steps shared by the pipeline: commit and release with bounded retries, and the
- * broker settle call that reports a failure instead of throwing.
+ * The receipt steps of settlement: commit and release with bounded retries, and the error fields
+ * of a dead-letter. Which step a delivery takes is decided by the settlement table
+ * (settlement-table.ts); apply-decision.ts calls these.
  *
  * Receipt operations run with their own deadline and are never cut short by shutdown: a commit
  * that was about to land must land, or the next delivery would repeat the effect.

@@ -15,20 +15,23 @@ import {
 import { type DeliverySink, sleep } from '../../src/adapter-kit';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { FnConsumer, fastOptions, ManualSource, recordingDelivery } from './helpers';
+import { ManualClock } from '../support/manual-clock';
 import { waitFor } from '../support/wait';
 
 
 describe('lease keep-alive', () => {
   test('extends the lease every leaseTtl/3 while the handler runs, so a concurrent claim stays busy', async () => {
-    const claimer = new InMemoryClaimer();
+    const clock = new ManualClock();
+    const claimer = new InMemoryClaimer({ clock });
     const events: ConsumerEvent[] = [];
     let release!: () => void;
-    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 150, observers: [{ onEvent: (e) => events.push(e) }] }, async () => {
+    const consumer = new FnConsumer({ ...fastOptions(claimer), clock, leaseTtlMs: 150, observers: [{ onEvent: (e) => events.push(e) }] }, async () => {
       await new Promise<void>((r) => (release = r));
       return ack();
     });
     const run = consumer.dispatch(recordingDelivery({ key: 'long' }));
-    await sleep(450); // three lease lengths
+    await waitFor(() => release !== undefined);
+    await clock.advance(450); // three lease lengths
     expect((await claimer.claim('test:long', { leaseTtlMs: 150, doneTtlMs: 60_000 })).state).toBe('busy');
     expect(events.filter((e) => e.type === 'lease_extended').length).toBeGreaterThanOrEqual(5);
     release();
@@ -58,17 +61,22 @@ describe('lease keep-alive', () => {
   });
 
   test('S18: with keep-alive disabled a handler that overruns its lease lets a duplicate run; the first commit is fenced (lease_lost)', async () => {
-    const claimer = new InMemoryClaimer();
+    const clock = new ManualClock();
+    const claimer = new InMemoryClaimer({ clock });
     const effects: number[] = [];
-    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 100, keepAlive: false, handlerTimeoutMs: 10_000 }, async (_m, ctx) => {
-      await sleep(ctx.attempt === 1 ? 300 : 0);
+    let started = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), clock, leaseTtlMs: 100, keepAlive: false, handlerTimeoutMs: 10_000 }, async (_m, ctx) => {
+      started++;
+      if (ctx.attempt === 1) await clock.sleep(300);
       effects[ctx.attempt - 1] = ctx.fencingToken;
       return ack();
     });
     const first = consumer.dispatch(recordingDelivery({ key: 'overrun' }));
-    await sleep(150);
+    await waitFor(() => started === 1);
+    await clock.advance(150);
     const second = await consumer.dispatch(recordingDelivery({ key: 'overrun' }));
     expect(second.outcome).toBe('committed');
+    await clock.advance(150);
     const r1 = await first;
     expect(r1.outcome).toBe('lease_lost');
     expect(effects).toHaveLength(2); // the documented window: a lease that expired under a live owner
@@ -76,27 +84,38 @@ describe('lease keep-alive', () => {
   });
 
   test('S18: with keep-alive (default) the duplicate delivery stays busy and the effect happens once', async () => {
-    const claimer = new InMemoryClaimer();
+    const clock = new ManualClock();
+    const claimer = new InMemoryClaimer({ clock });
     let effects = 0;
-    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 100 }, async () => {
-      await sleep(300);
+    let started = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), clock, leaseTtlMs: 100 }, async () => {
+      started++;
+      await clock.sleep(300);
       effects++;
       return ack();
     });
     const first = consumer.dispatch(recordingDelivery({ key: 'kept' }));
-    await sleep(150);
+    await waitFor(() => started === 1);
+    await clock.advance(150);
     expect((await consumer.dispatch(recordingDelivery({ key: 'kept' }))).outcome).toBe('busy');
+    await clock.advance(150);
     expect((await first).outcome).toBe('committed');
     expect((await consumer.dispatch(recordingDelivery({ key: 'kept' }))).outcome).toBe('done_duplicate');
     expect(effects).toBe(1);
   });
 
   test('handlerTimeoutMs aborts the signal; the failure is retried', async () => {
-    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), handlerTimeoutMs: 30 }, async (_m, ctx) => {
+    const clock = new ManualClock();
+    let started = false;
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer({ clock })), clock, handlerTimeoutMs: 30 }, async (_m, ctx) => {
+      started = true;
       await sleep(5_000, ctx.signal);
       return ack();
     });
-    const r = await consumer.dispatch(recordingDelivery({ key: 'slow' }));
+    const running = consumer.dispatch(recordingDelivery({ key: 'slow' }));
+    await waitFor(() => started);
+    await clock.advance(30);
+    const r = await running;
     expect(r).toMatchObject({ action: 'requeue', reason: 'retry' });
     expect((r.error as Error).name).toBe('TimeoutError');
   });
@@ -449,4 +468,17 @@ describe('runner', () => {
     expect(first.closed).toBe(true);
     expect(process.listenerCount('SIGTERM')).toBe(0);
   });
+});
+
+test('a delivery dispatched to a consumer stopped before it started is requeued (shutdown), and its handler never runs', async () => {
+  let runs = 0;
+  const consumer = new FnConsumer(fastOptions(new InMemoryClaimer()), async () => {
+    runs++;
+    return ack();
+  });
+  await consumer.stop();
+  const d = recordingDelivery({ key: 'after-stop' });
+  expect(await consumer.dispatch(d)).toMatchObject({ action: 'requeue', reason: 'shutdown', handled: false });
+  expect(d.calls).toEqual([{ op: 'requeue', delayMs: 0, info: { cause: 'shutdown' } }]);
+  expect(runs).toBe(0);
 });

@@ -10,7 +10,9 @@ import {
   requeue,
   RetryableError,
 } from '../../src';
+import { ManualClock } from '../support/manual-clock';
 import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery } from './helpers';
+import { waitFor } from '../support/wait';
 
 function setup(handler = async () => ack()) {
   const claimer = new FlakyClaimer(new InMemoryClaimer());
@@ -389,9 +391,17 @@ describe('failure paths found by a new user', () => {
   });
 
   test('handlerTimeoutMs frees a handler that ignores its signal: release and requeue, the lease is no longer kept', async () => {
-    const claimer = new InMemoryClaimer();
-    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 300, handlerTimeoutMs: 50 }, () => new Promise(() => undefined));
-    const r = await consumer.dispatch(recordingDelivery({ key: 'stuck' }));
+    const clock = new ManualClock();
+    const claimer = new InMemoryClaimer({ clock });
+    let started = false;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), clock, leaseTtlMs: 300, handlerTimeoutMs: 50 }, () => {
+      started = true;
+      return new Promise(() => undefined);
+    });
+    const running = consumer.dispatch(recordingDelivery({ key: 'stuck' }));
+    await waitFor(() => started);
+    await clock.advance(50);
+    const r = await running;
     expect(r).toMatchObject({ action: 'requeue', reason: 'retry' });
     expect((r.error as Error).name).toBe('TimeoutError');
     expect((await claimer.claim('test:stuck', { leaseTtlMs: 300, doneTtlMs: 60_000 })).state).toBe('acquired');
@@ -401,12 +411,20 @@ describe('failure paths found by a new user', () => {
   test('stop() finishes after the shutdown deadline even when a handler never resolves', async () => {
     const { ManualSource } = await import('./helpers');
     const source = new ManualSource();
-    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source, shutdownTimeoutMs: 50 }, () => new Promise(() => undefined));
+    const clock = new ManualClock();
+    let started = false;
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer({ clock })), clock, source, shutdownTimeoutMs: 50 }, () => {
+      started = true;
+      return new Promise(() => undefined);
+    });
     await consumer.start();
     const d = recordingDelivery({ key: 'never' });
     const run = consumer.dispatch(d);
-    await new Promise((r) => setTimeout(r, 10));
-    await consumer.stop();
+    await waitFor(() => started);
+    let stopped = false;
+    const stopping = consumer.stop().then(() => (stopped = true));
+    while (!stopped) await clock.advance(10); // the deadline is 50 ms of the consumer's clock
+    await stopping;
     expect(await run).toMatchObject({ action: 'requeue', reason: 'shutdown' });
     expect(source.closed).toBe(true);
   });

@@ -15,6 +15,7 @@ import {
 import { LogLimiter } from '../../src/log-limiter';
 import { retryHorizonMs } from '../../src/retry-horizon';
 import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
+import { ManualClock } from '../support/manual-clock';
 import { waitFor } from '../support/wait';
 
 interface Line {
@@ -148,17 +149,21 @@ describe('floods are summarised', () => {
         };
       }
     }
-    const claimer = new ExtendFails(new InMemoryClaimer());
+    const clock = new ManualClock();
+    const claimer = new ExtendFails(new InMemoryClaimer({ clock }));
     const { lines, logger } = recordingLogger();
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
-    const consumer = new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: 100, logger, concurrency: 50 }, async () => {
+    let started = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), clock, leaseTtlMs: 100, logger, concurrency: 50 }, async () => {
+      started++;
       await held;
       return ack();
     });
     await consumer.start();
     const running = Promise.all(Array.from({ length: 50 }, (_, i) => consumer.dispatch(recordingDelivery({ key: `k${i}` }))));
-    await waitFor(() => claimer.extends >= 200);
+    await waitFor(() => started === 50);
+    while (claimer.extends < 200) await clock.advance(10);
     release();
     await running;
     await consumer.stop();

@@ -1,0 +1,99 @@
+/**
+ * The claim step of the pipeline: the claim options (in one place), a claim with its local
+ * retries while the store is unavailable, and the batch claim a source may make ahead of dispatch.
+ */
+import type { ClaimOptions, ClaimResult, Claimer } from './claimer';
+import type { Delivery } from './delivery';
+import { isRetriable } from './errors';
+import { backoffDelay, type BackoffPolicy, sleep } from './retry';
+import type { PreparedClaim } from './source';
+import type { ConsumerTtls, DeliveryView } from './ttl-policy';
+
+/** What the claim step reads of the consumer's options. */
+export interface ClaimStepOptions {
+  readonly claimer: Claimer;
+  /** The lease and done TTLs of each delivery (the consumer's own, or its message type's). */
+  readonly ttls: ConsumerTtls;
+  /** Local retries while the store is unavailable. */
+  readonly claimRetries: number;
+  readonly claimBackoff: BackoffPolicy;
+}
+
+export class ClaimStep {
+  /** @param shutdown aborts the wait between local retries (the claim then rejects with its reason) */
+  constructor(
+    private readonly options: ClaimStepOptions,
+    private readonly shutdown: AbortSignal,
+  ) {}
+
+  /**
+   * The options of one claim: the lease and done TTLs of the delivery (its message type's, per
+   * `typeTtls`, else the consumer's), and the payload fingerprint when there is one. The one place
+   * claim options are made (batch claims too).
+   */
+  optionsFor(delivery: DeliveryView, fingerprint: string | undefined): ClaimOptions {
+    const ttls = this.options.ttls.claimOptions(delivery);
+    return fingerprint === undefined ? ttls : { ...ttls, fingerprint };
+  }
+
+  /**
+   * Claims `key`, or takes the claim prepared by {@link ClaimStep.claimBatch}. Transient store
+   * errors are retried `claimRetries` times with `claimBackoff`.
+   * @throws the claimer's error once retries are spent or when it is not retriable; ShutdownError
+   *   when shutdown interrupts a backoff
+   */
+  async claim(key: string, delivery: DeliveryView, fingerprint: string | undefined, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {
+    if (preclaimed?.kind === 'claimed') return preclaimed.result;
+    if (preclaimed?.kind === 'failed' && !isRetriable(preclaimed.error)) throw preclaimed.error;
+    const options = this.optionsFor(delivery, fingerprint);
+    for (let retry = 0; ; retry++) {
+      try {
+        return await this.options.claimer.claim(key, options);
+      } catch (error) {
+        if (!isRetriable(error) || retry >= this.options.claimRetries) throw error;
+        await sleep(backoffDelay(this.options.claimBackoff, retry + 1), this.shutdown);
+      }
+    }
+  }
+
+  /**
+   * Claims the keys of a batch in one store round trip when the claimer has `claimMany`
+   * (otherwise one claim each, concurrently). A delivery whose key cannot be derived is left
+   * `skipped`: dispatch derives it again and dead-letters it with the reason. Never rejects.
+   */
+  async claimBatch(deliveries: readonly Delivery[], deriveKey: (delivery: Delivery) => string): Promise<PreparedClaim[]> {
+    const prepared: PreparedClaim[] = deliveries.map(() => ({ kind: 'skipped' }));
+    const requests: { index: number; key: string; options: ClaimOptions }[] = [];
+    deliveries.forEach((delivery, index) => {
+      try {
+        requests.push({ index, key: deriveKey(delivery), options: this.optionsFor(delivery, undefined) });
+      } catch {
+        // left 'skipped'
+      }
+    });
+    if (requests.length === 0) return prepared;
+    const claimer = this.options.claimer;
+    try {
+      if (claimer.claimMany) {
+        const entries = await claimer.claimMany(requests.map((r) => ({ key: r.key, options: r.options })));
+        entries.forEach((entry, i) => {
+          const { index, key } = requests[i]!;
+          prepared[index] = entry.ok ? { kind: 'claimed', key, result: entry.result } : { kind: 'failed', key, error: entry.error };
+        });
+      } else {
+        await Promise.all(
+          requests.map(async ({ index, key, options }) => {
+            try {
+              prepared[index] = { kind: 'claimed', key, result: await claimer.claim(key, options) };
+            } catch (error) {
+              prepared[index] = { kind: 'failed', key, error: error as Error };
+            }
+          }),
+        );
+      }
+    } catch (error) {
+      for (const { index, key } of requests) prepared[index] = { kind: 'failed', key, error: error as Error };
+    }
+    return prepared;
+  }
+}

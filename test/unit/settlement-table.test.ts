@@ -1,0 +1,189 @@
+/**
+ * The README's settlement table, row by row, against the pure `decide` (src/settlement-table.ts):
+ * no claimer, no broker, no timers.
+ */
+import { ClaimerUnavailableError, InvalidDispositionError, InvalidMessageError, KeyConflictError, LeaseLostError, PermanentError, ShutdownError, TimeoutError } from '../../src';
+import { decide, type Decision, type HandlerEnd, type SettlementRules } from '../../src/settlement-table';
+
+const rules: SettlementRules = { maxAttempts: 3, busyRequeueDelayMs: 10, unavailableRequeueDelayMs: 11, retryDelayMs: (attempt) => 100 * attempt };
+
+const guarded = (end: HandlerEnd, attempt = 1): Decision => decide({ kind: 'handler_end', guarded: true, attempt, end }, rules);
+const unguarded = (end: HandlerEnd, attempt = 1): Decision => decide({ kind: 'handler_end', guarded: false, attempt, end }, rules);
+
+describe('settlement table (README "Settlement"), one row at a time', () => {
+  test('done: ack as duplicate, no receipt step, handler not run', () => {
+    expect(decide({ kind: 'done' }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'ack', duplicate: true }, outcome: 'done_duplicate', events: ['done_duplicate'], handled: false, error: undefined,
+    });
+  });
+
+  test('busy: requeue after busyRequeueDelayMs, not an attempt, never ack or dead-letter', () => {
+    expect(decide({ kind: 'busy' }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'requeue', cause: 'busy', delayMs: 10 }, outcome: 'busy', events: ['busy'], handled: false, error: undefined,
+    });
+  });
+
+  test('claimer unavailable: fail closed, requeue after unavailableRequeueDelayMs without running the handler', () => {
+    const error = new ClaimerUnavailableError('down');
+    expect(decide({ kind: 'claim_failed', error, failOpen: false }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'requeue', cause: 'claimer_unavailable', delayMs: 11 }, outcome: 'claim_failed', events: ['claim_failed'], handled: false, error,
+    });
+  });
+
+  test('claimer unavailable with failOpen: run the handler without a claim, reporting claim_failed and fail_open', () => {
+    const error = new ClaimerUnavailableError('down');
+    expect(decide({ kind: 'claim_failed', error, failOpen: true }, rules)).toEqual({ kind: 'handle', guarded: false, events: ['claim_failed', 'fail_open'], error });
+  });
+
+  test('key conflict: dead-letter with reason key_conflict, no claim', () => {
+    const error = new KeyConflictError('k', 'a', 'b');
+    expect(decide({ kind: 'key_conflict', error }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'dead_letter', reason: 'key_conflict', attempts: 0 }, outcome: 'key_conflict', events: ['key_conflict', 'rejected'], handled: false, error,
+    });
+  });
+
+  test('acquired: run the handler with the claim', () => {
+    expect(decide({ kind: 'acquired', attempt: 3 }, rules)).toEqual({ kind: 'handle', guarded: true, events: ['acquired'], error: undefined });
+  });
+
+  test('acquired past maxAttempts (a handler that crashes its process): dead-letter retry_exhausted, release with the count reset', () => {
+    expect(decide({ kind: 'acquired', attempt: 4 }, rules)).toEqual({
+      kind: 'settle', receipt: 'release_reset', broker: { kind: 'dead_letter', reason: 'retry_exhausted', attempts: 3 }, outcome: 'retry_exhausted', events: ['acquired', 'retry_exhausted', 'rejected'], handled: false, error: undefined,
+    });
+  });
+
+  test('handler returned ack(result): commit with the result first', () => {
+    expect(guarded({ kind: 'ack', result: { id: 7 } })).toEqual({ kind: 'commit', result: { id: 7 } });
+    expect(guarded({ kind: 'ack' })).toEqual({ kind: 'commit', result: undefined });
+  });
+
+  test('commit landed: ack (not a duplicate), outcome committed', () => {
+    expect(decide({ kind: 'commit_ended', attempt: 1, commit: { outcome: 'committed' }, transactional: false }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'committed', events: ['committed'], handled: true, error: undefined,
+    });
+  });
+
+  test('commit finally failed or was fenced: still ack (the effect happened), the outcome reports it', () => {
+    const failed = new ClaimerUnavailableError('down');
+    expect(decide({ kind: 'commit_ended', attempt: 2, commit: { outcome: 'commit_failed', error: failed }, transactional: false }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'commit_failed', events: ['commit_failed'], handled: true, error: failed,
+    });
+    const lost = new LeaseLostError('k', 1, 'commit');
+    expect(decide({ kind: 'commit_ended', attempt: 2, commit: { outcome: 'lease_lost', error: lost }, transactional: false }, rules)).toMatchObject({
+      receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'lease_lost', events: ['lease_lost'], error: lost,
+    });
+  });
+
+  test('transactional claimer, COMMIT failed: the effect rolled back, so release and requeue with backoff (commit_failed), never ack', () => {
+    const error = new Error('could not serialize access');
+    expect(decide({ kind: 'commit_ended', attempt: 2, commit: { outcome: 'commit_failed', error }, transactional: true }, rules)).toEqual({
+      kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'retry', delayMs: 200, attempt: 2 }, outcome: 'commit_failed', events: ['commit_failed'], handled: true, error,
+    });
+  });
+
+  test('handler threw a retryable error: release, requeue with backoff for that attempt', () => {
+    const error = new Error('flaky');
+    expect(guarded({ kind: 'threw', error, permanent: false }, 2)).toEqual({
+      kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'retry', delayMs: 200, attempt: 2 }, outcome: 'released', events: [], handled: true, error,
+    });
+  });
+
+  test('handler returned requeue(): release, requeue after the asked delay, or the backoff when none was asked', () => {
+    expect(guarded({ kind: 'requeue', delayMs: 42 })).toMatchObject({ receipt: 'release', broker: { kind: 'requeue', cause: 'retry', delayMs: 42, attempt: 1 }, outcome: 'released', error: undefined });
+    expect(guarded({ kind: 'requeue' }, 2)).toMatchObject({ receipt: 'release', broker: { kind: 'requeue', cause: 'retry', delayMs: 200, attempt: 2 } });
+  });
+
+  test('after maxAttempts retryable failures (or requeues): dead-letter retry_exhausted, then release with the count reset', () => {
+    const error = new Error('still flaky');
+    expect(guarded({ kind: 'threw', error, permanent: false }, 3)).toEqual({
+      kind: 'settle', receipt: 'release_reset', broker: { kind: 'dead_letter', reason: 'retry_exhausted', attempts: 3 }, outcome: 'retry_exhausted', events: ['retry_exhausted', 'rejected'], handled: true, error,
+    });
+    expect(guarded({ kind: 'requeue', delayMs: 5 }, 3)).toMatchObject({ broker: { kind: 'dead_letter', reason: 'retry_exhausted', attempts: 3 }, outcome: 'retry_exhausted' });
+  });
+
+  test('handler still running past handlerTimeoutMs: a retryable failure (release, requeue with backoff)', () => {
+    const error = new TimeoutError('handler passed handlerTimeoutMs');
+    expect(guarded({ kind: 'aborted', cause: 'timeout', error }, 1)).toEqual({
+      kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'retry', delayMs: 100, attempt: 1 }, outcome: 'released', events: [], handled: true, error,
+    });
+    expect(guarded({ kind: 'aborted', cause: 'timeout', error }, 3)).toMatchObject({ broker: { kind: 'dead_letter', reason: 'retry_exhausted' } });
+  });
+
+  test('handler threw PermanentError: dead-letter permanent_error, release with the attempt count reset', () => {
+    const error = new PermanentError('no such account');
+    expect(guarded({ kind: 'threw', error, permanent: true }, 2)).toEqual({
+      kind: 'settle', receipt: 'release_reset', broker: { kind: 'dead_letter', reason: 'permanent_error', attempts: 2 }, outcome: 'rejected', events: ['rejected'], handled: true, error,
+    });
+    const invalid = new InvalidMessageError('invalid_body', 'bad field');
+    expect(guarded({ kind: 'threw', error: invalid, permanent: true })).toMatchObject({ broker: { kind: 'dead_letter', reason: 'invalid_body' } });
+  });
+
+  test('handler returned reject(reason): dead-letter with that reason (handler_rejected when empty), release with the count reset', () => {
+    expect(guarded({ kind: 'reject', reason: 'bad_amount' }, 2)).toEqual({
+      kind: 'settle', receipt: 'release_reset', broker: { kind: 'dead_letter', reason: 'bad_amount', attempts: 2 }, outcome: 'rejected', events: ['rejected'], handled: true, error: undefined,
+    });
+    expect(guarded({ kind: 'reject', reason: '' })).toMatchObject({ broker: { kind: 'dead_letter', reason: 'handler_rejected' } });
+  });
+
+  test('handler returned anything else: dead-letter once with invalid_disposition, never an ack, never retried', () => {
+    const error = new InvalidDispositionError(undefined);
+    expect(guarded({ kind: 'threw', error, permanent: true }, 1)).toMatchObject({ receipt: 'release_reset', broker: { kind: 'dead_letter', reason: 'invalid_disposition', attempts: 1 }, outcome: 'rejected' });
+  });
+
+  test('invalid message (undecodable body, missing or bad key): dead-letter with the reason, no claim', () => {
+    for (const reason of ['invalid_body', 'missing_key', 'invalid_key']) {
+      const error = new InvalidMessageError(reason, 'bad');
+      expect(decide({ kind: 'invalid', reason, error }, rules)).toEqual({
+        kind: 'settle', receipt: 'none', broker: { kind: 'dead_letter', reason, attempts: 0 }, outcome: 'rejected', events: ['rejected'], handled: false, error,
+      });
+    }
+  });
+
+  test('shutdown during the handler: release, requeue at once, never dead-letter', () => {
+    expect(guarded({ kind: 'aborted', cause: 'shutdown', error: new ShutdownError() }, 3)).toEqual({
+      kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'shutdown', delayMs: 0 }, outcome: 'released', events: [], handled: true, error: undefined,
+    });
+  });
+
+  test('shutdown during a claim backoff, or a delivery that arrives while stopping: requeue at once', () => {
+    const error = new ShutdownError();
+    expect(decide({ kind: 'stopping', during: 'claim', error }, rules)).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'requeue', cause: 'shutdown', delayMs: 0 }, outcome: 'claim_failed', events: [], handled: false, error,
+    });
+    expect(decide({ kind: 'stopping', during: 'intake' }, rules)).toMatchObject({ receipt: 'none', broker: { kind: 'requeue', cause: 'shutdown', delayMs: 0 }, outcome: 'released', handled: false });
+  });
+
+  test('lease lost while the handler ran (it did not ack): release, requeue after busyRequeueDelayMs, outcome lease_lost', () => {
+    const error = new LeaseLostError('k', 1, 'commit');
+    expect(guarded({ kind: 'aborted', cause: 'lease_lost', error }, 2)).toEqual({
+      kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'lease_lost', delayMs: 10 }, outcome: 'lease_lost', events: ['lease_lost'], handled: true, error,
+    });
+  });
+
+  test('an unexpected pipeline error: requeue before the handler acked, ack after (the source may have moved on)', () => {
+    const error = new Error('bug');
+    expect(decide({ kind: 'unexpected', error, handled: false }, rules)).toMatchObject({ receipt: 'none', broker: { kind: 'requeue', cause: 'retry', delayMs: 10 }, outcome: 'claim_failed', handled: false, error });
+    expect(decide({ kind: 'unexpected', error, handled: true }, rules)).toMatchObject({ receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'commit_failed', handled: true, error });
+  });
+});
+
+describe('the fail-open path follows the same rows, without a receipt step', () => {
+  test('ack: ack without a commit, outcome claim_failed (nothing was recorded)', () => {
+    expect(unguarded({ kind: 'ack', result: 1 })).toEqual({
+      kind: 'settle', receipt: 'none', broker: { kind: 'ack', duplicate: false }, outcome: 'claim_failed', events: [], handled: true, error: undefined,
+    });
+  });
+
+  test('reject, permanent errors and retries: the reasons and limits of the guarded path', () => {
+    expect(unguarded({ kind: 'reject', reason: '' })).toMatchObject({ receipt: 'none', broker: { kind: 'dead_letter', reason: 'handler_rejected', attempts: 1 } });
+    expect(unguarded({ kind: 'threw', error: new InvalidMessageError('invalid_body', 'x'), permanent: true })).toMatchObject({ receipt: 'none', broker: { kind: 'dead_letter', reason: 'invalid_body' } });
+    expect(unguarded({ kind: 'threw', error: new Error('x'), permanent: false }, 3)).toMatchObject({ receipt: 'none', broker: { kind: 'dead_letter', reason: 'retry_exhausted', attempts: 3 }, outcome: 'retry_exhausted', events: ['retry_exhausted', 'rejected'] });
+    expect(unguarded({ kind: 'requeue' }, 3)).toMatchObject({ broker: { kind: 'dead_letter', reason: 'retry_exhausted' } });
+    expect(unguarded({ kind: 'requeue' }, 1)).toMatchObject({ receipt: 'none', broker: { kind: 'requeue', cause: 'retry', delayMs: 100, attempt: 1 }, outcome: 'claim_failed' });
+  });
+
+  test('handler timeout and shutdown: requeue like the guarded path', () => {
+    expect(unguarded({ kind: 'aborted', cause: 'timeout', error: new TimeoutError('t') })).toMatchObject({ receipt: 'none', broker: { kind: 'requeue', cause: 'retry', delayMs: 100 } });
+    expect(unguarded({ kind: 'aborted', cause: 'shutdown', error: new ShutdownError() })).toMatchObject({ receipt: 'none', broker: { kind: 'requeue', cause: 'shutdown', delayMs: 0 } });
+  });
+});
