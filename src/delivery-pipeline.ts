@@ -282,14 +282,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
       this.markHandled(run, true);
       return committing;
     }
+    // A failed one is logged with the delivery's result (FailureLog: transaction_rolled_back).
     return committing.then((commit) => {
       if (commit.outcome === 'committed') this.markHandled(run, false);
-      else if (this.logLimiter.admit('transaction_rolled_back')) {
-        this.logger.error(
-          { consumer: this.options.name, key: run.key, reason: 'transaction_rolled_back', attempt: run.attempt, destination: 'requeue', err: commit.error },
-          'twophase: the transaction holding the claim and the effect did not commit; the effect was rolled back, message requeued',
-        );
-      }
       return commit;
     });
   }

@@ -9,6 +9,8 @@
  *   reason. Error level for the handler's failures (`retry_exhausted`, `permanent_error`,
  *   `invalid_disposition`), warn for the others;
  * - a retry (`requeue` with cause `retry`: the handler threw or asked for a requeue): warn;
+ * - a transactional commit that failed (`transaction_rolled_back`: the effect rolled back with the
+ *   claim, the message is requeued): error;
  * - a requeue because the claim store is unavailable, or the lease was lost during the handler: warn;
  * - an ack whose commit failed (`commit_failed`, `lease_lost`: the effect may repeat): error.
  * Not failures, not logged: commits, duplicates, busy requeues, shutdown requeues.
@@ -44,7 +46,14 @@ export class FailureLog {
       return;
     }
     const cause = result.reason;
-    if (cause === 'retry') {
+    if (cause === 'retry' && result.outcome === 'commit_failed') {
+      // A transactional commit that failed: the effect rolled back with the claim.
+      if (!this.limiter.admit('transaction_rolled_back')) return;
+      this.logger.error(
+        { consumer: this.consumer, key: result.key, reason: 'transaction_rolled_back', attempt: result.attempt, destination: 'requeue', delayMs: result.delayMs, err: result.error },
+        'twophase: the transaction holding the claim and the effect did not commit; the effect was rolled back, message requeued',
+      );
+    } else if (cause === 'retry') {
       if (!this.limiter.admit('retry')) return;
       const threw = result.error !== undefined;
       this.logger.warn(

@@ -50,6 +50,19 @@ describe('Receipt.transaction (transactional claimers)', () => {
     expect(await consumer.dispatch(again)).toMatchObject({ action: 'ack', outcome: 'committed', attempt: 2 });
   });
 
+  test('a failed transactional commit is logged once, as transaction_rolled_back (not also as a handler failure)', async () => {
+    const claimer = new TransactionalClaimer(new InMemoryClaimer());
+    claimer.failCommits = true;
+    const lines: { level: string; msg?: string; obj: Record<string, unknown> }[] = [];
+    const at = (level: string) => (obj: object, msg?: string) => void lines.push({ level, msg, obj: obj as Record<string, unknown> });
+    const logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+    const consumer = new FnConsumer({ ...fastOptions(claimer), logger }, async () => ack({ v: 1 }));
+    await consumer.dispatch(recordingDelivery({ key: 'pay-9' }));
+    const failures = lines.filter((l) => l.level === 'warn' || l.level === 'error');
+    expect(failures.map((l) => [l.level, l.obj.reason])).toEqual([['error', 'transaction_rolled_back']]);
+    expect(failures[0]!.obj).toMatchObject({ destination: 'requeue', attempt: 1 });
+  });
+
   test('the handled hook waits for a transactional commit; a failed one never signals handled', async () => {
     const claimer = new TransactionalClaimer(new InMemoryClaimer());
     const consumer = new FnConsumer(fastOptions(claimer), async () => ack());
