@@ -200,6 +200,15 @@ export interface Claimer {
    */
   readonly transactional?: boolean;
   /**
+   * Optional: true when {@link Claimer.claimMany} hands out receipts that share one transaction
+   * ({@link Receipt.sharedTransaction}; the PostgreSQL claimer with `transactionBatch:
+   * 'per-chunk'`). A member's commit then waits for the whole batch, so only a source that adopts
+   * the shared transaction (`MessageSource.adoptsSharedTransactions`, the Kafka source) may
+   * claim ahead with it: the consumer refuses any other source that claims ahead
+   * (`MessageSource.claimsAhead`) at construction with a `ConfigurationError`.
+   */
+  readonly sharesTransactions?: boolean;
+  /**
    * Claims `key`.
    * @throws InvalidKeyError for an empty, non-string or too long key
    * @throws ConfigurationError for invalid TTLs

@@ -213,6 +213,13 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   if (resolved.failOpen && resolved.claimer.transactional === true) {
     throw new ConfigurationError('failOpen cannot be used with a transactional claimer: an unguarded run has no claim and so no transaction for the handler\'s effect');
   }
+  const source = resolved.source as Partial<MessageSource> | undefined;
+  if (resolved.claimer.sharesTransactions === true && source?.claimsAhead === true && source.adoptsSharedTransactions !== true) {
+    throw new ConfigurationError(
+      `the claimer shares one transaction per batch claim (transactionBatch: 'per-chunk'), but the ${String(source.system)} source claims ahead without adopting it: ` +
+        'each commit would wait for the whole batch. Turn the source\'s claims ahead off (RabbitMQ batchClaims: false) or use per-record transactions',
+    );
+  }
   const logger = resolved.logger as Partial<Logger> | null;
   if (!logger || typeof logger !== 'object' || (['debug', 'info', 'warn', 'error'] as const).some((m) => typeof logger[m] !== 'function')) {
     throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');

@@ -56,4 +56,16 @@ export interface MessageSource {
   close(): Promise<void>;
   /** True while the source is subscribed and able to deliver (for readiness probes). */
   isConsuming?(): boolean;
+  /**
+   * Optional: true when the source claims keys ahead of dispatch through
+   * {@link DeliverySink.claimBatch} (RabbitMQ `batchClaims`, Kafka `claimBatchSize` > 1).
+   */
+  readonly claimsAhead?: boolean;
+  /**
+   * Optional: true when the source adopts a batch claim's shared transaction
+   * (`SharedTransaction.adopt`): it runs the batch's handlers one after the other, holds each
+   * member's ack until the transaction's outcome, and runs the members again on a rollback. Only
+   * such a source may claim ahead with a claimer that {@link Claimer.sharesTransactions}.
+   */
+  readonly adoptsSharedTransactions?: boolean;
 }

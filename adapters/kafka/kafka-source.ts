@@ -179,6 +179,15 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     return this.options;
   }
 
+  /** True: each partition's records are claimed ahead of dispatch, `claimBatchSize` at a time. */
+  readonly claimsAhead = true;
+
+  /**
+   * True: a chunk claimed into one shared transaction (PostgresClaimer `transactionBatch:
+   * 'per-chunk'`) is adopted by the partition worker (its acks wait for the chunk's COMMIT).
+   */
+  readonly adoptsSharedTransactions = true;
+
   /** A snapshot of the counters. */
   get stats(): Readonly<KafkaSourceStats> {
     return { ...this.counters };

@@ -64,6 +64,8 @@ export class PostgresClaimer implements Claimer {
   readonly kind = 'distributed' as const;
   /** True in transactional mode: the consumer then refuses `failOpen` (see {@link Claimer.transactional}). */
   readonly transactional: boolean;
+  /** True with `transactionBatch: 'per-chunk'`: batch claims share one transaction (see {@link Claimer.sharesTransactions}). */
+  readonly sharesTransactions: boolean;
   /**
    * Claims many keys in one round trip (standalone mode), or into one shared transaction in two
    * round trips (transactional mode with `transactionBatch: 'per-chunk'`); undefined otherwise.
@@ -87,6 +89,7 @@ export class PostgresClaimer implements Claimer {
     this.logger = dependencies.logger ?? consoleLogger;
     this.clock = dependencies.clock ?? monotonicClock;
     this.transactional = this.options.mode === 'transactional';
+    this.sharesTransactions = this.transactional && this.options.transactionBatch === 'per-chunk';
     if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
     else if (this.options.transactionBatch === 'per-chunk') this.claimMany = (requests) => claimChunk(this, requests);
   }

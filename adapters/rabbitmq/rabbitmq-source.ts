@@ -94,6 +94,14 @@ export class RabbitMqSource implements MessageSource, AdapterSurface<ResolvedSou
     return this.options;
   }
 
+  /** True with `batchClaims`: deliveries of one event-loop turn are claimed together, ahead of dispatch. */
+  get claimsAhead(): boolean {
+    return this.options.batchClaims;
+  }
+
+  /** False: a claimer that shares one transaction per batch claim cannot be used with `batchClaims`. */
+  readonly adoptsSharedTransactions = false;
+
   /**
    * The options in force, defaults applied.
    * @deprecated use {@link RabbitMqSource.settings}, the name every adapter uses

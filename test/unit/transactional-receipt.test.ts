@@ -7,7 +7,10 @@
 import { Pool } from 'pg';
 import { ack, ConfigurationError, InMemoryClaimer, type HandlerContext, type JsonValue, type Receipt, TwophaseError } from '../../src';
 import { GatedClaimer } from '../../adapters/gated';
+import { Kafka } from 'kafkajs';
+import { KafkaSource } from '../../adapters/kafka';
 import { PostgresClaimer } from '../../adapters/postgres';
+import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 
 const TX = { id: 'tx-1' };
@@ -115,5 +118,25 @@ describe('failOpen with a transactional claimer', () => {
     expect(() => new FnConsumer({ ...fastOptions(gated(new PostgresClaimer({ pool }, { mode: 'transactional' }))), failOpen: true }, async () => ack())).toThrow(
       /failOpen cannot be used with a transactional claimer/,
     );
+  });
+});
+
+describe('per-chunk transactions need a source that adopts them', () => {
+  const pool = new Pool({ host: '127.0.0.1', port: 1 });
+  const chunked = () => new PostgresClaimer({ pool }, { mode: 'transactional', transactionBatch: 'per-chunk' });
+  const consumer = (claimer: PostgresClaimer, source: RabbitMqSource | KafkaSource) => new FnConsumer({ ...fastOptions(claimer), source }, async () => ack());
+
+  test('RabbitMQ with batchClaims is refused at construction: each commit would wait for the whole batch', () => {
+    expect(chunked().sharesTransactions).toBe(true);
+    expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).toThrow(ConfigurationError);
+    expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).toThrow(/claims ahead without adopting it/);
+  });
+
+  test('accepted: RabbitMQ without claims ahead, the Kafka source (it adopts the chunk), and per-record transactions', () => {
+    expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q' }))).not.toThrow();
+    expect(() => consumer(chunked(), new KafkaSource({ kafka: new Kafka({ brokers: ['127.0.0.1:1'] }) }, { topics: ['t'], groupId: 'g' }))).not.toThrow();
+    const perRecord = new PostgresClaimer({ pool }, { mode: 'transactional' });
+    expect(perRecord.sharesTransactions).toBe(false);
+    expect(() => consumer(perRecord, new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).not.toThrow();
   });
 });
