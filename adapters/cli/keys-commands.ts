@@ -9,8 +9,8 @@ import { Client } from 'pg';
 import { namespaceKey } from '../../src';
 import { diagnoseKey, purgeExpired } from '../postgres';
 import { diagnoseRedisKey } from '../redis';
-import { DATABASE_URL_ENVS } from './postgres-migrate';
-import type { CliIo } from './reporters';
+import { DATABASE_URL_ENVS, databaseUrl } from './postgres-migrate';
+import { type CliIo, printCommandError } from './reporters';
 
 const STORES = ['postgres', 'redis'];
 
@@ -84,14 +84,12 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
       io.stdout(flags.json ? `${JSON.stringify(result)}\n` : human(result));
       setExit(0);
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      if (flags.json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
-      else io.stderr(`error: ${message}\n`);
+      printCommandError(io, flags.json, error);
       setExit(1);
     }
   };
   const withPostgres = async (flags: Common, work: (client: Client) => Promise<unknown>, human: (report: unknown) => string): Promise<void> => {
-    const url = flags.url ?? DATABASE_URL_ENVS.map((name) => env[name]).find((v) => v !== undefined && v !== '');
+    const url = databaseUrl(flags.url, env);
     if (!url) {
       usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
       return;

@@ -5,10 +5,15 @@
 import type { Command } from 'commander';
 import { Client } from 'pg';
 import { migrate, parseTenantsTable } from '../postgres';
-import type { CliIo } from './reporters';
+import { type CliIo, printCommandError } from './reporters';
 
 /** Environment variables read for the database URL, in order. */
 export const DATABASE_URL_ENVS = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as const;
+
+/** The database URL: `--url`, else the first non-empty of {@link DATABASE_URL_ENVS}; undefined when none is set. */
+export function databaseUrl(flagUrl: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  return flagUrl ?? DATABASE_URL_ENVS.map((name) => env[name]).find((v) => v !== undefined && v !== '');
+}
 
 interface MigrateFlags {
   url?: string;
@@ -33,7 +38,7 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
     .option('--json', 'print the report as one JSON object', false)
     .exitOverride()
     .action(async (flags: MigrateFlags) => {
-      const url = flags.url ?? DATABASE_URL_ENVS.map((name) => env[name]).find((v) => v !== undefined && v !== '');
+      const url = databaseUrl(flags.url, env);
       if (!url) {
         io.stderr(`error: give --url or set $${DATABASE_URL_ENVS[0]}\n`);
         setExit(2);
@@ -58,9 +63,7 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
         }
         setExit(0);
       } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        if (flags.json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
-        else io.stderr(`error: ${message}\n`);
+        printCommandError(io, flags.json, error);
         setExit(1);
       } finally {
         await client.end().catch(() => undefined);

@@ -10,6 +10,13 @@ export interface CliIo {
   readonly stderr: (text: string) => void;
 }
 
+/** Prints a command's failure: `{ type: 'error', error }` on stdout with `--json`, else `error: …` on stderr. */
+export function printCommandError(io: CliIo, json: boolean, error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  if (json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
+  else io.stderr(`error: ${message}\n`);
+}
+
 /** Newline-delimited JSON: `{"type":"start",…}`, `{"type":"message",…}` per message, `{"type":"done","summary":…}`. */
 export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
   return (event) => {
