@@ -46,20 +46,19 @@ function carriesError(type: string): boolean {
  * Applies `s` to the run (events, receipt, broker) and returns the delivery's result (durationMs
  * still 0). Never rejects: a failed broker call is reported as `ack_failed`.
  */
-export function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
+export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
   if (report) reportEvents(run, s.events, s.error, s.broker);
   const broker = s.broker;
-  if (broker.kind === 'dead_letter') return deadLetter(ctx, run, s, broker);
-  if (s.receipt !== 'none') return releaseThenSettle(ctx, run, s);
-  // The per-message path (an ack after a commit): the broker call and one promise for the result.
+  if (broker.kind === 'dead_letter') return await deadLetter(ctx, run, s, broker);
+  if (s.receipt !== 'none') return await releaseThenSettle(ctx, run, s);
+  // The per-message path (an ack after a commit): the broker call, awaited here.
   const result = broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
-  return brokerCall(run, broker, undefined).then(
-    () => result,
-    (failure: unknown) => {
-      settleFailed(ctx, run, failure);
-      return result;
-    },
-  );
+  try {
+    await brokerCall(run, broker, undefined);
+  } catch (failure) {
+    settleFailed(ctx, run, failure);
+  }
+  return result;
 }
 
 async function deadLetter(ctx: ApplyContext, run: DeliveryRun, s: Settlement, broker: BrokerAction & { kind: 'dead_letter' }): Promise<DeliveryResult> {
@@ -120,7 +119,7 @@ function settleOn(ctx: ApplyContext, run: DeliveryRun, broker: BrokerAction, err
 function brokerCall(run: DeliveryRun, broker: BrokerAction, error: unknown): Promise<void> {
   const settler = run.delivery.settler;
   try {
-    return run.trace.step('settle', () => callSettler(settler, broker, error));
+    return run.trace.wrapsSteps ? run.trace.step('settle', () => callSettler(settler, broker, error)) : callSettler(settler, broker, error);
   } catch (thrown) {
     return Promise.reject(thrown);
   }

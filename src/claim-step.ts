@@ -38,20 +38,46 @@ export class ClaimStep {
 
   /**
    * Claims `key`, or takes the claim prepared by {@link ClaimStep.claimBatch}. Transient store
-   * errors are retried `claimRetries` times with `claimBackoff`.
+   * errors are retried `claimRetries` times with `claimBackoff`: {@link ClaimStep.first}, then
+   * {@link ClaimStep.retryAfter} when it rejects.
    * @throws the claimer's error once retries are spent or when it is not retriable; ShutdownError
    *   when shutdown interrupts a backoff
    */
-  async claim(key: string, delivery: DeliveryView, fingerprint: string | undefined, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {
-    if (preclaimed?.kind === 'claimed') return preclaimed.result;
-    if (preclaimed?.kind === 'failed' && !isRetriable(preclaimed.error)) throw preclaimed.error;
-    const options = this.optionsFor(delivery, fingerprint);
+  claim(key: string, delivery: DeliveryView, fingerprint: string | undefined, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {
+    return this.first(key, delivery, fingerprint, preclaimed).catch((error: unknown) => this.retryAfter(error, key, delivery, fingerprint));
+  }
+
+  /**
+   * The first attempt of {@link ClaimStep.claim}, without the retries: the prepared claim, or one
+   * call to the claimer (a prepared claim that failed transiently is claimed again). The
+   * claimer's own promise, so the per-message path waits on nothing else.
+   * @throws (rejects with) the claimer's error, or a prepared claim's error that is not retriable
+   */
+  first(key: string, delivery: DeliveryView, fingerprint: string | undefined, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {
+    if (preclaimed?.kind === 'claimed') return Promise.resolve(preclaimed.result);
+    if (preclaimed?.kind === 'failed' && !isRetriable(preclaimed.error)) return Promise.reject(preclaimed.error);
+    try {
+      return this.options.claimer.claim(key, this.optionsFor(delivery, fingerprint));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * The retries of {@link ClaimStep.claim} after its first attempt failed with `error`.
+   * @throws `error` when it is not retriable or `claimRetries` is 0; the last error once retries
+   *   are spent; ShutdownError when shutdown interrupts a backoff
+   */
+  async retryAfter(error: unknown, key: string, delivery: DeliveryView, fingerprint: string | undefined): Promise<ClaimResult> {
+    let options: ClaimOptions | undefined;
     for (let retry = 0; ; retry++) {
+      if (!isRetriable(error) || retry >= this.options.claimRetries) throw error;
+      await sleep(backoffDelay(this.options.claimBackoff, retry + 1), this.shutdown);
+      options ??= this.optionsFor(delivery, fingerprint);
       try {
         return await this.options.claimer.claim(key, options);
-      } catch (error) {
-        if (!isRetriable(error) || retry >= this.options.claimRetries) throw error;
-        await sleep(backoffDelay(this.options.claimBackoff, retry + 1), this.shutdown);
+      } catch (next) {
+        error = next;
       }
     }
   }

@@ -170,9 +170,18 @@ export class DeliveryPipeline<TBody, TTransaction> {
 
     let claim: ClaimResult;
     try {
-      // A claim prepared by claimBatch is taken as it is (no await) unless an observer wraps the step.
-      if (preclaimed?.kind === 'claimed' && !run.trace.wrapsSteps) claim = preclaimed.result;
-      else claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
+      // Without an observer wrapping the step: a claim prepared by claimBatch is taken as it is (no
+      // await), else the claimer's own promise is awaited and the retries start only if it failed.
+      if (run.trace.wrapsSteps) claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
+      else if (preclaimed?.kind === 'claimed') claim = preclaimed.result;
+      else {
+        const fingerprint = this.hooks.fingerprint(message);
+        try {
+          claim = await this.claims.first(message.key, message, fingerprint, preclaimed);
+        } catch (error) {
+          claim = await this.claims.retryAfter(error, message.key, message, fingerprint);
+        }
+      }
     } catch (error) {
       return this.claimFailed(run, message, error);
     }
@@ -241,7 +250,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
     let end: HandlerEnd;
     try {
-      const value = await run.race(run.trace.step('handle', () => this.callHandle(message, context)));
+      const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context);
+      const value = await run.race(handling);
       end = isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
     } catch (error) {
       end = this.endOf(run, undefined, error);

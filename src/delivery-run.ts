@@ -83,21 +83,11 @@ export class DeliveryRun extends LazyAbort implements KeptLeaseCallbacks {
       work.catch(() => undefined);
       return Promise.reject(this.reason);
     }
+    // `work` settles the race through the race's own resolve and reject (so its rejection stays
+    // handled once abandoned); an abort rejects first. Rejecting a settled race is a no-op.
     return new Promise<T>((resolve, reject) => {
-      this.onAbandon = (reason) => {
-        work.catch(() => undefined);
-        reject(reason);
-      };
-      work.then(
-        (value) => {
-          this.onAbandon = undefined;
-          resolve(value);
-        },
-        (error: unknown) => {
-          this.onAbandon = undefined;
-          reject(error);
-        },
-      );
+      this.onAbandon = reject;
+      work.then(resolve, reject);
     });
   }
 

@@ -41,7 +41,7 @@ interface KeyRecord {
   /** The record's own key, so the sweep can walk `records.values()` (no entry pair per step). */
   readonly key: string;
   state: 'leased' | 'done' | 'released';
-  owner: string;
+  /** The fencing token of the record's latest lease; with the instance id, its owner token. */
   fence: number;
   attempts: number;
   fingerprint: string | undefined;
@@ -159,7 +159,6 @@ export class InMemoryClaimer implements Claimer {
     const next: KeyRecord = {
       key,
       state: 'leased',
-      owner: `${this.instanceId}:${this.fenceCounter + 1}`,
       fence: ++this.fenceCounter,
       attempts: (record?.attempts ?? 0) + 1,
       fingerprint: options.fingerprint ?? record?.fingerprint,
@@ -168,7 +167,7 @@ export class InMemoryClaimer implements Claimer {
       retainUntil: now + options.doneTtlMs,
     };
     this.records.set(key, next);
-    const lease: LeaseIdentity = { key, ownerToken: next.owner, fencingToken: next.fence };
+    const lease = new MemoryLease(key, next.fence, this.instanceId);
     return { state: 'acquired', receipt: new LeaseReceipt(lease, this.operations, options.doneTtlMs, this.maxResultBytes), attempt: next.attempts };
   }
 
@@ -253,8 +252,14 @@ export class InMemoryClaimer implements Claimer {
 
   private owned(lease: LeaseIdentity, now: number): KeyRecord | undefined {
     const record = this.live(lease.key, now);
-    if (!record || record.owner !== lease.ownerToken || record.fence !== lease.fencingToken) return undefined;
+    // Owner tokens are this instance's id and the fencing token: equal fences of one instance are equal owners.
+    if (!record || record.fence !== lease.fencingToken || !this.isOwnToken(lease)) return undefined;
     return record;
+  }
+
+  /** True when `lease` was made by this instance (a MemoryLease of it, or the same owner token). */
+  private isOwnToken(lease: LeaseIdentity): boolean {
+    return lease instanceof MemoryLease ? lease.instanceId === this.instanceId : lease.ownerToken === `${this.instanceId}:${lease.fencingToken}`;
   }
 
   private live(key: string, now: number): KeyRecord | undefined {
@@ -277,5 +282,21 @@ export class InMemoryClaimer implements Claimer {
       const record = next.value;
       if (now >= record.retainUntil) this.records.delete(record.key);
     }
+  }
+}
+
+/**
+ * The identity of one in-memory lease. The owner token (the claimer instance's id, `:`, the
+ * fencing token) is built only when read: the store compares fencing tokens and instance ids.
+ */
+class MemoryLease implements LeaseIdentity {
+  constructor(
+    readonly key: string,
+    readonly fencingToken: number,
+    readonly instanceId: string,
+  ) {}
+
+  get ownerToken(): string {
+    return `${this.instanceId}:${this.fencingToken}`;
   }
 }

@@ -58,9 +58,11 @@ const RESOLVED: Promise<void> = Promise.resolve();
 /** The receipt of an acquired claim. Operations on one receipt run one at a time, in call order. */
 export class LeaseReceipt implements Receipt {
   readonly acquired = true;
-  private settled: Settled | undefined;
-  private lostError: LeaseLostError | undefined;
-  private tail: Promise<unknown> = Promise.resolve();
+  private settled: Settled | undefined = undefined;
+  private lostError: LeaseLostError | undefined = undefined;
+  /** The last operation called (it may reject); a later call waits for it when `pending` > 0. */
+  private last: Promise<void> = RESOLVED;
+  /** Operations called and not finished (running or waiting their turn). */
   private pending = 0;
 
   constructor(
@@ -90,35 +92,15 @@ export class LeaseReceipt implements Receipt {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.serial(() => this.commitNow(encoded));
+    // Counted in `pending` at once; the common case (nothing in flight) runs now, without a closure.
+    if (this.pending++ === 0) return (this.last = this.commitNow(encoded));
+    return this.queue(() => this.commitNow(encoded));
   }
 
   release(options?: ReleaseOptions): Promise<void> {
     const reset = options?.resetAttempts === true;
-    return this.serial(() => this.releaseNow(reset));
-  }
-
-  private commitNow(encoded: string | undefined): Promise<void> {
-    if (this.settled === 'committed') return RESOLVED;
-    if (this.settled === 'released') return Promise.reject(new ReceiptStateError(this.key, 'commit', 'released'));
-    if (this.settled === 'lost') return Promise.reject(this.lostError!);
-    return this.call(() => this.operations.commit(this.lease, encoded, this.doneTtlMs)).then((outcome) => {
-      if (outcome === 'lost') throw this.markLost('commit');
-      if (outcome === 'released') throw this.settle('released', 'commit');
-      // `ok`, or `committed`: this lease's own earlier commit landed (its reply was lost).
-      this.settled = 'committed';
-    });
-  }
-
-  private releaseNow(reset: boolean): Promise<void> {
-    if (this.settled === 'released' || this.settled === 'lost') return RESOLVED;
-    if (this.settled === 'committed') return Promise.reject(new ReceiptStateError(this.key, 'release', 'committed'));
-    return this.call(() => this.operations.release(this.lease, reset)).then((outcome) => {
-      if (outcome === 'lost') this.markLost('release');
-      // This lease's own commit landed earlier (its reply was lost): the key is done, not free.
-      else if (outcome === 'committed') throw this.settle('committed', 'release');
-      else this.settled = 'released';
-    });
+    if (this.pending++ === 0) return (this.last = this.releaseNow(reset));
+    return this.queue(() => this.releaseNow(reset));
   }
 
   extend(ttlMs: number): Promise<void> {
@@ -127,14 +109,60 @@ export class LeaseReceipt implements Receipt {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.serial(async () => {
-      if (this.settled === 'lost') throw this.lostError!;
-      if (this.settled) throw new ReceiptStateError(this.key, 'extend', this.settled);
-      const outcome = await this.call(() => this.operations.extend(this.lease, ttlMs));
+    if (this.pending++ === 0) return (this.last = this.extendNow(ttlMs));
+    return this.queue(() => this.extendNow(ttlMs));
+  }
+
+  /**
+   * Each `…Now` runs one operation and counts it finished (`pending`) in the same step that
+   * settles its promise, so the caller's continuation already sees it done.
+   */
+  private commitNow(encoded: string | undefined): Promise<void> {
+    if (this.settled === 'committed') return this.finished(RESOLVED);
+    if (this.settled === 'released') return this.finished(Promise.reject(new ReceiptStateError(this.key, 'commit', 'released')));
+    if (this.settled === 'lost') return this.finished(Promise.reject(this.lostError!));
+    return this.call(this.operations.commit, encoded, this.doneTtlMs).then((outcome) => {
+      this.pending--;
+      if (outcome === 'lost') throw this.markLost('commit');
+      if (outcome === 'released') throw this.settle('released', 'commit');
+      // `ok`, or `committed`: this lease's own earlier commit landed (its reply was lost).
+      this.settled = 'committed';
+    }, this.failed);
+  }
+
+  private releaseNow(reset: boolean): Promise<void> {
+    if (this.settled === 'released' || this.settled === 'lost') return this.finished(RESOLVED);
+    if (this.settled === 'committed') return this.finished(Promise.reject(new ReceiptStateError(this.key, 'release', 'committed')));
+    return this.call(this.operations.release, reset, undefined).then((outcome) => {
+      this.pending--;
+      if (outcome === 'lost') this.markLost('release');
+      // This lease's own commit landed earlier (its reply was lost): the key is done, not free.
+      else if (outcome === 'committed') throw this.settle('committed', 'release');
+      else this.settled = 'released';
+    }, this.failed);
+  }
+
+  private extendNow(ttlMs: number): Promise<void> {
+    if (this.settled === 'lost') return this.finished(Promise.reject(this.lostError!));
+    if (this.settled) return this.finished(Promise.reject(new ReceiptStateError(this.key, 'extend', this.settled)));
+    return this.call(this.operations.extend, ttlMs, undefined).then((outcome) => {
+      this.pending--;
       if (outcome === 'lost') throw this.markLost('extend');
       if (outcome === 'committed' || outcome === 'released') throw this.settle(outcome, 'extend');
-    });
+    }, this.failed);
   }
+
+  /** An operation that ended without a store call. */
+  private finished(result: Promise<void>): Promise<void> {
+    this.pending--;
+    return result;
+  }
+
+  /** A store primitive failed: counted finished; any failure that is not a twophase error becomes ClaimerUnavailableError. */
+  private readonly failed = (error: unknown): never => {
+    this.pending--;
+    throw this.unavailable(error);
+  };
 
   /** Records a settlement the store reported for this lease, and the error for `operation` after it. */
   private settle(state: 'committed' | 'released', operation: string): ReceiptStateError {
@@ -148,17 +176,13 @@ export class LeaseReceipt implements Receipt {
     return this.lostError;
   }
 
-  /** Runs a store primitive; any failure that is not a twophase error becomes ClaimerUnavailableError. */
-  private call(fn: () => Promise<LeaseOutcome>): Promise<LeaseOutcome> {
-    let pending: Promise<LeaseOutcome>;
+  /** Runs a store primitive (a synchronous throw becomes a rejection). */
+  private call<A, B>(primitive: (lease: LeaseIdentity, a: A, b: B) => Promise<LeaseOutcome>, a: A, b: B): Promise<LeaseOutcome> {
     try {
-      pending = Promise.resolve(fn());
+      return Promise.resolve(primitive.call(this.operations, this.lease, a, b));
     } catch (error) {
-      return Promise.reject(this.unavailable(error));
+      return Promise.reject(error);
     }
-    return pending.then(undefined, (error: unknown) => {
-      throw this.unavailable(error);
-    });
   }
 
   private unavailable(error: unknown): Error {
@@ -166,15 +190,10 @@ export class LeaseReceipt implements Receipt {
     return new ClaimerUnavailableError(`claim store failed on "${this.key}": ${(error as Error)?.message ?? String(error)}`, { cause: error });
   }
 
-  /** Runs operations one at a time in call order; the common case (nothing in flight) runs at once. */
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.pending === 0 ? fn() : this.tail.then(fn, fn);
-    this.pending++;
-    const settled = run.then(
-      () => void this.pending--,
-      () => void this.pending--,
-    );
-    this.tail = settled;
+  /** Runs `fn` (already counted in `pending`) once every earlier operation has finished, in call order. */
+  private queue(fn: () => Promise<void>): Promise<void> {
+    const run = this.last.then(fn, fn);
+    this.last = run;
     return run;
   }
 }
