@@ -50,6 +50,11 @@ interface KeyRecord {
   expiresAt: number;
   /** When the record may be forgotten (attempt count and fingerprint kept until then), clock ms. */
   retainUntil: number;
+  /**
+   * True while the record is its key's entry in `records`; false once deleted or replaced by a
+   * newer claim (records are never put back). Lets a lease reach its record without a lookup.
+   */
+  current: boolean;
 }
 
 /**
@@ -143,7 +148,7 @@ export class InMemoryClaimer implements Claimer {
     this.sweep(now);
     let record = this.live(key, now);
     if (record?.state === 'done' && now >= record.expiresAt) {
-      this.records.delete(key);
+      this.forget(record);
       record = undefined;
     }
     if (record && options.fingerprint !== undefined && record.fingerprint !== undefined && record.fingerprint !== options.fingerprint) {
@@ -165,9 +170,11 @@ export class InMemoryClaimer implements Claimer {
       result: undefined,
       expiresAt: now + options.leaseTtlMs,
       retainUntil: now + options.doneTtlMs,
+      current: true,
     };
+    if (record) record.current = false;
     this.records.set(key, next);
-    const lease = new MemoryLease(key, next.fence, this.instanceId);
+    const lease = new MemoryLease(next, this.instanceId);
     return { state: 'acquired', receipt: new LeaseReceipt(lease, this.operations, options.doneTtlMs, this.maxResultBytes), attempt: next.attempts };
   }
 
@@ -203,7 +210,7 @@ export class InMemoryClaimer implements Claimer {
   }
 
   private isCommitted(entry: KeyRecord): boolean {
-    return entry.state === 'done' && this.records.get(entry.key) === entry;
+    return entry.state === 'done' && entry.current;
   }
 
   /**
@@ -214,13 +221,13 @@ export class InMemoryClaimer implements Claimer {
     for (const [key, entry] of this.committedOrder) {
       this.committedOrder.delete(key);
       if (!this.isCommitted(entry)) continue;
-      this.records.delete(key);
+      this.forget(entry);
       this.evicted++;
       return;
     }
     for (const record of this.records.values()) {
       if (record.state === 'leased' && now < record.expiresAt) continue;
-      this.records.delete(record.key);
+      this.forget(record);
       this.evicted++;
       return;
     }
@@ -250,25 +257,39 @@ export class InMemoryClaimer implements Claimer {
     return 'ok';
   }
 
+  /**
+   * The record `lease` owns, if it is still the key's live record. A lease of this instance
+   * carries its record (no lookup); another identity (a wrapper's copy) is looked up, and owns the
+   * record with its fencing token and owner token (this instance's id, `:`, the fencing token).
+   */
   private owned(lease: LeaseIdentity, now: number): KeyRecord | undefined {
+    if (lease instanceof MemoryLease && lease.instanceId === this.instanceId) {
+      const record = lease.record;
+      if (!record.current) return undefined;
+      if (now >= record.retainUntil) {
+        this.forget(record);
+        return undefined;
+      }
+      return record;
+    }
     const record = this.live(lease.key, now);
-    // Owner tokens are this instance's id and the fencing token: equal fences of one instance are equal owners.
-    if (!record || record.fence !== lease.fencingToken || !this.isOwnToken(lease)) return undefined;
+    if (!record || record.fence !== lease.fencingToken || lease.ownerToken !== `${this.instanceId}:${lease.fencingToken}`) return undefined;
     return record;
-  }
-
-  /** True when `lease` was made by this instance (a MemoryLease of it, or the same owner token). */
-  private isOwnToken(lease: LeaseIdentity): boolean {
-    return lease instanceof MemoryLease ? lease.instanceId === this.instanceId : lease.ownerToken === `${this.instanceId}:${lease.fencingToken}`;
   }
 
   private live(key: string, now: number): KeyRecord | undefined {
     const record = this.records.get(key);
     if (record && now >= record.retainUntil) {
-      this.records.delete(key);
+      this.forget(record);
       return undefined;
     }
     return record;
+  }
+
+  /** Deletes `record`, its key's current entry. */
+  private forget(record: KeyRecord): void {
+    record.current = false;
+    this.records.delete(record.key);
   }
 
   private sweep(now: number): void {
@@ -280,23 +301,32 @@ export class InMemoryClaimer implements Claimer {
         return;
       }
       const record = next.value;
-      if (now >= record.retainUntil) this.records.delete(record.key);
+      if (now >= record.retainUntil) this.forget(record);
     }
   }
 }
 
 /**
- * The identity of one in-memory lease. The owner token (the claimer instance's id, `:`, the
- * fencing token) is built only when read: the store compares fencing tokens and instance ids.
+ * The identity of one in-memory lease: the record its claim created. The owner token (the
+ * claimer instance's id, `:`, the fencing token) is built only when read.
  */
 class MemoryLease implements LeaseIdentity {
   constructor(
-    readonly key: string,
-    readonly fencingToken: number,
+    /** The record this lease created (see KeyRecord.current). */
+    readonly record: KeyRecord,
     readonly instanceId: string,
   ) {}
 
+  get key(): string {
+    return this.record.key;
+  }
+
+  /** The lease's own fencing token (its record's; records are never re-fenced). */
+  get fencingToken(): number {
+    return this.record.fence;
+  }
+
   get ownerToken(): string {
-    return `${this.instanceId}:${this.fencingToken}`;
+    return `${this.instanceId}:${this.record.fence}`;
   }
 }
