@@ -31,15 +31,26 @@ export interface KeptLease {
   stop(): Promise<void> | undefined;
 }
 
-interface Entry extends KeptLease {
-  readonly receipt: Receipt;
-  /** Lease requested on each extend, and time between extends, ms. */
-  readonly leaseTtlMs: number;
-  readonly intervalMs: number;
-  readonly callbacks: KeptLeaseCallbacks;
-  dueAt: number;
-  inFlight: Promise<void> | undefined;
-  stopped: boolean;
+/** One kept lease (a class, so keeping a lease makes one object and no closure). */
+class Entry implements KeptLease {
+  inFlight: Promise<void> | undefined = undefined;
+  stopped = false;
+
+  constructor(
+    private readonly entries: Set<Entry>,
+    readonly receipt: Receipt,
+    /** Lease requested on each extend, and time between extends, ms. */
+    readonly leaseTtlMs: number,
+    readonly intervalMs: number,
+    readonly callbacks: KeptLeaseCallbacks,
+    public dueAt: number,
+  ) {}
+
+  stop(): Promise<void> | undefined {
+    this.stopped = true;
+    this.entries.delete(this);
+    return this.inFlight;
+  }
 }
 
 export class LeaseKeeper {
@@ -80,23 +91,9 @@ export class LeaseKeeper {
    * keeper's) every `leaseTtlMs / 3` (the keeper's interval for its own lease length).
    */
   keep(receipt: Receipt, callbacks: KeptLeaseCallbacks, leaseTtlMs: number = this.leaseTtlMs): KeptLease {
-    const entries = this.entries;
     const intervalMs = leaseTtlMs === this.leaseTtlMs ? this.intervalMs : Math.max(1, Math.floor(leaseTtlMs / 3));
-    const entry: Entry = {
-      receipt,
-      leaseTtlMs,
-      intervalMs,
-      callbacks,
-      dueAt: this.clock.now() + intervalMs,
-      inFlight: undefined,
-      stopped: false,
-      stop: () => {
-        entry.stopped = true;
-        entries.delete(entry);
-        return entry.inFlight;
-      },
-    };
-    entries.add(entry);
+    const entry = new Entry(this.entries, receipt, leaseTtlMs, intervalMs, callbacks, this.clock.now() + intervalMs);
+    this.entries.add(entry);
     if (this.timer === undefined) {
       this.timer = this.clock.setInterval(() => this.tick(), this.tickMs, { unref: true });
     }
