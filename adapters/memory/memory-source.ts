@@ -1,9 +1,12 @@
 /**
  * A MessageSource over the in-process {@link MemoryBroker}, for the demo and unit tests.
  */
-import { ConfigurationError, consoleWarnLogger, type Delivery, type MessageSource, type Settler } from '../../src';
+import { ConfigurationError, consoleWarnLogger, type Delivery, type MessageSource } from '../../src';
 import { AdapterEvents, type AdapterSurface, checkKnownOptions, type DeliverySink } from '../../src/adapter-kit';
 import type { MemoryBroker, MemoryDelivery } from './memory-broker';
+import { type MemorySettleAction, type MemorySettleReport, MemorySettler } from './memory-settler';
+
+export type { MemorySettleAction } from './memory-settler';
 
 /** Counters of one {@link MemorySource} since construction; read through `source.stats`. */
 export interface MemorySourceStats {
@@ -23,9 +26,6 @@ export type MemorySourceEvent =
   | { readonly type: 'crashed'; readonly queue: string; readonly returned: number }
   | { readonly type: 'repeated_settle'; readonly action: MemorySettleAction; readonly first: MemorySettleAction };
 
-/** A settle action of the in-process source. */
-export type MemorySettleAction = 'ack' | 'requeue' | 'reject';
-
 /** Options of {@link MemorySource}. */
 export interface MemorySourceOptions {
   readonly broker: MemoryBroker;
@@ -39,12 +39,26 @@ export class MemorySource implements MessageSource, AdapterSurface<Readonly<Memo
   private crashed = false;
   private readonly counters = { deliveries: 0, acks: 0, requeues: 0, rejects: 0, repeatedSettlesIgnored: 0 };
   private readonly events = new AdapterEvents<MemorySourceEvent>('twophase/memory', consoleWarnLogger);
+  /** What every delivery's settler reports back (counters and the repeated-settle event). */
+  private readonly report: MemorySettleReport;
 
   /** @throws ConfigurationError for a missing broker or queue, or an unknown option name */
   constructor(private readonly options: MemorySourceOptions) {
     checkKnownOptions('MemorySource options', options, ['broker', 'queue']);
     if (!options?.broker || typeof options.broker.consume !== 'function') throw new ConfigurationError('MemorySource options.broker must be a MemoryBroker');
     if (typeof options.queue !== 'string' || options.queue.length === 0) throw new ConfigurationError(`MemorySource options.queue must be a non-empty string, got ${JSON.stringify(options.queue)}`);
+    const counters = this.counters;
+    const events = this.events;
+    this.report = {
+      broker: options.broker,
+      settled: (action) => {
+        counters[action === 'ack' ? 'acks' : action === 'requeue' ? 'requeues' : 'rejects']++;
+      },
+      repeated: (action, first) => {
+        counters.repeatedSettlesIgnored++;
+        events.emit({ type: 'repeated_settle', action, first });
+      },
+    };
   }
 
   /** The options in force (a copy). */
@@ -95,31 +109,8 @@ export class MemorySource implements MessageSource, AdapterSurface<Readonly<Memo
   }
 
   private toDelivery(d: MemoryDelivery): Delivery {
-    const broker = this.options.broker;
-    const tag = d.consumerTag;
-    // Each delivery settles at most once: only the first call reaches the broker, a repeat is
-    // ignored (as the RabbitMQ and Kafka sources do), never an unknown-tag error.
-    let first: MemorySettleAction | undefined;
-    const once = (action: MemorySettleAction, settle: () => void): Promise<void> => {
-      if (first !== undefined) {
-        this.counters.repeatedSettlesIgnored++;
-        this.events.emit({ type: 'repeated_settle', action, first });
-        return Promise.resolve();
-      }
-      first = action;
-      try {
-        settle();
-        this.counters[action === 'ack' ? 'acks' : action === 'requeue' ? 'requeues' : 'rejects']++;
-        return Promise.resolve();
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    };
-    const settler: Settler = {
-      ack: () => once('ack', () => broker.ack(tag, d.deliveryTag)),
-      requeue: (delayMs) => once('requeue', () => broker.requeue(tag, d.deliveryTag, delayMs)),
-      reject: (info) => once('reject', () => broker.reject(tag, d.deliveryTag, { ...info })),
-    };
+    // Each delivery settles at most once (see MemorySettler).
+    const settler = new MemorySettler(this.report, d.consumerTag, d.deliveryTag);
     return {
       body: d.message.body,
       headers: d.message.headers,
