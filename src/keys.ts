@@ -21,13 +21,20 @@ import {
 export function validateKey(key: unknown): asserts key is string {
   if (typeof key !== 'string') throw new InvalidKeyError(`key must be a string, got ${typeof key}`);
   if (key.length === 0) throw new InvalidKeyError('key must not be empty');
-  const bytes = Buffer.byteLength(key, 'utf8');
-  if (bytes > MAX_KEY_BYTES) {
-    throw new InvalidKeyError(`key is ${bytes} bytes, more than ${MAX_KEY_BYTES}; digest long keys with digestKey()`);
+  // A UTF-16 code unit is at most 3 bytes of UTF-8 (a surrogate pair, two units, is 4): a key of
+  // up to MAX_KEY_BYTES / 3 units fits without counting its bytes.
+  if (key.length > MAX_KEY_UNITS_UNCOUNTED) {
+    const bytes = Buffer.byteLength(key, 'utf8');
+    if (bytes > MAX_KEY_BYTES) {
+      throw new InvalidKeyError(`key is ${bytes} bytes, more than ${MAX_KEY_BYTES}; digest long keys with digestKey()`);
+    }
   }
   if (key.includes('\u0000')) throw new InvalidKeyError('key must not contain NUL characters');
   if (!(key as unknown as WellFormedCheck).isWellFormed()) throw new InvalidKeyError('key must be well-formed Unicode: it holds a lone surrogate, which has no UTF-8 form');
 }
+
+/** Longest key (in UTF-16 code units) that cannot pass MAX_KEY_BYTES in UTF-8. */
+const MAX_KEY_UNITS_UNCOUNTED = Math.floor(MAX_KEY_BYTES / 3);
 
 /** `String.prototype.isWellFormed` (ES2024, Node ≥ 20), not in this project's ES2022 lib typings. */
 type WellFormedCheck = { isWellFormed(): boolean };

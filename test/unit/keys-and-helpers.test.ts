@@ -31,6 +31,17 @@ describe('keys', () => {
     expect(() => validateKey(d)).not.toThrow();
   });
 
+  test('validateKey counts UTF-8 bytes, not characters, at the MAX_KEY_BYTES (512) bound', () => {
+    expect(() => validateKey('\u20ac'.repeat(170))).not.toThrow(); // 510 bytes in 170 units
+    expect(() => validateKey('\u20ac'.repeat(171))).toThrow(/513 bytes, more than 512/);
+    expect(() => validateKey('\u00e9'.repeat(256))).not.toThrow(); // 512 bytes
+    expect(() => validateKey('\u00e9'.repeat(257))).toThrow(/514 bytes/);
+    expect(() => validateKey('\u{1F600}'.repeat(128))).not.toThrow(); // 512 bytes in 256 units
+    expect(() => validateKey('\u{1F600}'.repeat(128) + 'x')).toThrow(/513 bytes/);
+    expect(() => validateKey('k'.repeat(512))).not.toThrow();
+    expect(() => validateKey('k'.repeat(513))).toThrow(InvalidKeyError);
+  });
+
   test('validateKey refuses NUL characters', () => {
     expect(() => validateKey('a\u0000b')).toThrow(InvalidKeyError);
   });
