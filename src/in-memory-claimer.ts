@@ -80,10 +80,11 @@ export class InMemoryClaimer implements Claimer {
   /** With maxKeys: done records in commit order, oldest first (entries whose record changed since are stale and skipped). */
   private readonly committedOrder = new Map<string, KeyRecord>();
   private evicted = 0;
+  /** The store primitives answer synchronously (see LeaseOperations). */
   private readonly operations: LeaseOperations = {
-    commit: async (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
-    release: async (lease, resetAttempts) => this.releaseLease(lease, resetAttempts),
-    extend: async (lease, ttlMs) => this.extendLease(lease, ttlMs),
+    commit: (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
+    release: (lease, resetAttempts) => this.releaseLease(lease, resetAttempts),
+    extend: (lease, ttlMs) => this.extendLease(lease, ttlMs),
   };
 
   /** @throws ConfigurationError for a non-positive maxResultBytes or sweepPerClaim, or an unknown option name */

@@ -40,15 +40,18 @@ export interface LeaseIdentity {
  * (same owner token, no newer fencing token). When the record is this owner's but already done
  * or released by it, each reports `committed` or `released` (a commit may report `ok` for its
  * own repeat); `lost` when a newer owner holds the key or the record is gone. Transient failures
- * reject with {@link ClaimerUnavailableError}.
+ * reject (or throw) with {@link ClaimerUnavailableError}; any other error is wrapped in one.
+ *
+ * A store in process memory may answer synchronously (the outcome itself, not a promise): the
+ * receipt then settles its operation without waiting a turn for the answer.
  */
 export interface LeaseOperations {
   /** Marks the key done for `doneTtlMs` ms with the encoded JSON result (or none). */
-  commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome>;
+  commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): LeaseOutcome | Promise<LeaseOutcome>;
   /** Ends this owner's lease so the key can be claimed again; with `resetAttempts`, also zeroes the attempt count. */
-  release(lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome>;
+  release(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome | Promise<LeaseOutcome>;
   /** Sets this owner's lease to expire `ttlMs` ms from now. */
-  extend(lease: LeaseIdentity, ttlMs: number): Promise<LeaseOutcome>;
+  extend(lease: LeaseIdentity, ttlMs: number): LeaseOutcome | Promise<LeaseOutcome>;
 }
 
 type Settled = 'committed' | 'released' | 'lost';
@@ -121,35 +124,57 @@ export class LeaseReceipt implements Receipt {
     if (this.settled === 'committed') return this.finished(RESOLVED);
     if (this.settled === 'released') return this.finished(Promise.reject(new ReceiptStateError(this.key, 'commit', 'released')));
     if (this.settled === 'lost') return this.finished(Promise.reject(this.lostError!));
-    return this.call(this.operations.commit, encoded, this.doneTtlMs).then((outcome) => {
-      this.pending--;
-      if (outcome === 'lost') throw this.markLost('commit');
-      if (outcome === 'released') throw this.settle('released', 'commit');
-      // `ok`, or `committed`: this lease's own earlier commit landed (its reply was lost).
-      this.settled = 'committed';
-    }, this.failed);
+    const answer = this.call(this.operations.commit, encoded, this.doneTtlMs);
+    if (typeof answer === 'string') return this.endedNow(this.commitEnded, answer);
+    return answer.then((outcome) => this.commitEnded(outcome), this.failed);
+  }
+
+  private commitEnded(outcome: LeaseOutcome): void {
+    this.pending--;
+    if (outcome === 'lost') throw this.markLost('commit');
+    if (outcome === 'released') throw this.settle('released', 'commit');
+    // `ok`, or `committed`: this lease's own earlier commit landed (its reply was lost).
+    this.settled = 'committed';
   }
 
   private releaseNow(reset: boolean): Promise<void> {
     if (this.settled === 'released' || this.settled === 'lost') return this.finished(RESOLVED);
     if (this.settled === 'committed') return this.finished(Promise.reject(new ReceiptStateError(this.key, 'release', 'committed')));
-    return this.call(this.operations.release, reset, undefined).then((outcome) => {
-      this.pending--;
-      if (outcome === 'lost') this.markLost('release');
-      // This lease's own commit landed earlier (its reply was lost): the key is done, not free.
-      else if (outcome === 'committed') throw this.settle('committed', 'release');
-      else this.settled = 'released';
-    }, this.failed);
+    const answer = this.call(this.operations.release, reset, undefined);
+    if (typeof answer === 'string') return this.endedNow(this.releaseEnded, answer);
+    return answer.then((outcome) => this.releaseEnded(outcome), this.failed);
+  }
+
+  private releaseEnded(outcome: LeaseOutcome): void {
+    this.pending--;
+    if (outcome === 'lost') this.markLost('release');
+    // This lease's own commit landed earlier (its reply was lost): the key is done, not free.
+    else if (outcome === 'committed') throw this.settle('committed', 'release');
+    else this.settled = 'released';
   }
 
   private extendNow(ttlMs: number): Promise<void> {
     if (this.settled === 'lost') return this.finished(Promise.reject(this.lostError!));
     if (this.settled) return this.finished(Promise.reject(new ReceiptStateError(this.key, 'extend', this.settled)));
-    return this.call(this.operations.extend, ttlMs, undefined).then((outcome) => {
-      this.pending--;
-      if (outcome === 'lost') throw this.markLost('extend');
-      if (outcome === 'committed' || outcome === 'released') throw this.settle(outcome, 'extend');
-    }, this.failed);
+    const answer = this.call(this.operations.extend, ttlMs, undefined);
+    if (typeof answer === 'string') return this.endedNow(this.extendEnded, answer);
+    return answer.then((outcome) => this.extendEnded(outcome), this.failed);
+  }
+
+  private extendEnded(outcome: LeaseOutcome): void {
+    this.pending--;
+    if (outcome === 'lost') throw this.markLost('extend');
+    if (outcome === 'committed' || outcome === 'released') throw this.settle(outcome, 'extend');
+  }
+
+  /** An operation the store answered synchronously: settled at once by `ended`, as a promise. */
+  private endedNow(ended: (this: LeaseReceipt, outcome: LeaseOutcome) => void, outcome: LeaseOutcome): Promise<void> {
+    try {
+      ended.call(this, outcome);
+      return RESOLVED;
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** An operation that ended without a store call. */
@@ -176,10 +201,11 @@ export class LeaseReceipt implements Receipt {
     return this.lostError;
   }
 
-  /** Runs a store primitive (a synchronous throw becomes a rejection). */
-  private call<A, B>(primitive: (lease: LeaseIdentity, a: A, b: B) => Promise<LeaseOutcome>, a: A, b: B): Promise<LeaseOutcome> {
+  /** Runs a store primitive: its outcome, now or as a promise (a synchronous throw becomes a rejection). */
+  private call<A, B>(primitive: (lease: LeaseIdentity, a: A, b: B) => LeaseOutcome | Promise<LeaseOutcome>, a: A, b: B): LeaseOutcome | Promise<LeaseOutcome> {
     try {
-      return Promise.resolve(primitive.call(this.operations, this.lease, a, b));
+      const answer = primitive.call(this.operations, this.lease, a, b);
+      return typeof answer === 'string' ? answer : Promise.resolve(answer);
     } catch (error) {
       return Promise.reject(error);
     }

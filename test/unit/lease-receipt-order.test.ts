@@ -2,7 +2,7 @@
  * LeaseReceipt's ordering rule, written once for every claimer: operations on one receipt run one
  * at a time, in call order; one that is called when nothing is in flight starts at once; a store
  * failure becomes ClaimerUnavailableError and does not hold back the operations queued after it.
- * Store primitives here answer only when the test says so.
+ * Store primitives here answer only when the test says so, or synchronously (as in memory).
  */
 import { ClaimerUnavailableError, LeaseLostError, ReceiptStateError } from '../../src';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt } from '../../src/receipt';
@@ -87,12 +87,36 @@ test('a primitive that throws synchronously is a rejection, and the next operati
     },
     release: async () => {
       calls.push('release');
-      return 'ok';
+      return 'ok' as const;
     },
-    extend: async () => 'ok',
+    extend: async () => 'ok' as const,
   };
   const receipt = new LeaseReceipt(lease, operations, 60_000, 4096);
   await expect(receipt.commit()).rejects.toBeInstanceOf(ClaimerUnavailableError);
   await expect(receipt.release()).resolves.toBeUndefined();
   expect(calls).toEqual(['commit', 'release']);
+});
+
+test('a store that answers synchronously: each operation settles with its outcome, in call order', async () => {
+  const calls: string[] = [];
+  let next: LeaseOutcome = 'ok';
+  const answer = (op: string): LeaseOutcome => {
+    calls.push(op);
+    return next;
+  };
+  const operations: LeaseOperations = { commit: () => answer('commit'), release: () => answer('release'), extend: () => answer('extend') };
+  const receipt = new LeaseReceipt(lease, operations, 60_000, 4096);
+  await expect(receipt.extend(1000)).resolves.toBeUndefined();
+  next = 'committed'; // this lease's own commit landed earlier: a release is refused
+  await expect(receipt.release()).rejects.toBeInstanceOf(ReceiptStateError);
+  await expect(receipt.commit()).resolves.toBeUndefined(); // already committed: no store call
+  expect(calls).toEqual(['extend', 'release']);
+
+  const lostReceipt = new LeaseReceipt(lease, operations, 60_000, 4096);
+  next = 'lost';
+  const committing = lostReceipt.commit();
+  const releasing = lostReceipt.release(); // the commit settled at once as lost: a no-op
+  await expect(committing).rejects.toBeInstanceOf(LeaseLostError);
+  await expect(releasing).resolves.toBeUndefined();
+  expect(calls).toEqual(['extend', 'release', 'commit']);
 });
