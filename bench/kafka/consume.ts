@@ -6,9 +6,10 @@
  *   memory     twophase: KafkaSource + ConsumerBase (decode, claim, handle, commit, settle)
  *              with the InMemoryClaimer
  *   redis      the same with the RedisClaimer on 127.0.0.1:6379
- *   redis-unbatched
- *              the same with `batchCommits: false` (each acked record commits on its own; the
- *              Redis claimer's own coalescer still gathers concurrent commits under load)
+ *   redis-batched
+ *              the same with `batchCommits: true` (the commits of one event-loop turn go out as
+ *              one commitMany call); `redis` keeps the default (off: each acked record commits
+ *              on its own, and the Redis claimer's coalescer gathers concurrent ones under load)
  *   floor-memory, floor-redis
  *              raw plus the least claim + commit work per record, inline (see floor()): what no
  *              design that claims each key in that store can go below
@@ -274,12 +275,12 @@ async function main(): Promise<void> {
           await deleteKeys(redis, `${prefix}:*`);
         }
         else if (variant === 'memory') r = await twophase(run, new InMemoryClaimer(), 'memory');
-        else if (variant === 'redis' || variant === 'redis-unbatched') {
+        else if (variant === 'redis' || variant === 'redis-batched') {
           const prefix = `twophase-bench-kafka-${tag}-${run}`;
           const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
           await claimer.ready();
           const before = await sampleRedisServer(redis);
-          r = await twophase(run, claimer, variant, variant === 'redis-unbatched' ? false : undefined);
+          r = await twophase(run, claimer, variant, variant === 'redis-batched' ? true : undefined);
           r = withServerCost(r, serverDelta(before, await sampleRedisServer(redis)));
           r = { ...r, redisOpsPerCall: Number((claimer.stats.operations / claimer.stats.scriptCalls).toFixed(1)) };
           await claimer.close();
