@@ -88,16 +88,22 @@ describe('CommitBatcher', () => {
 class CountingClaimer extends WrappingClaimer {
   readonly batches: string[][] = [];
   readonly failOnce = new Set<string>();
+  /** Keys whose entry fails with an outage in every batch. */
+  readonly failAlways = new Set<string>();
   transaction: unknown = undefined;
   protected wrap(receipt: Receipt): Receipt {
     return this.transaction === undefined ? receipt : { ...receipt, transaction: this.transaction };
   }
   async commitMany(requests: readonly CommitRequest[]): Promise<CommitManyEntry[]> {
     this.batches.push(requests.map((r) => r.receipt.key));
-    const entries = await commitEach(requests.filter((r) => !this.failOnce.has(r.receipt.key)));
+    const failing = (key: string) => this.failOnce.has(key) || this.failAlways.has(key);
+    const entries = await commitEach(requests.filter((r) => !failing(r.receipt.key)));
     let next = 0;
     return requests.map((r) => {
-      if (this.failOnce.delete(r.receipt.key)) return { ok: false, error: new ClaimerUnavailableError('injected outage of one entry') };
+      if (failing(r.receipt.key)) {
+        this.failOnce.delete(r.receipt.key);
+        return { ok: false, error: new ClaimerUnavailableError('injected outage of one entry') };
+      }
       return entries[next++]!;
     });
   }
@@ -139,6 +145,32 @@ describe('batchCommits on a consumer', () => {
     expect(claimer.batches).toEqual([['test:a', 'test:b', 'test:c'], ['test:b']]);
     expect(results.map((r) => r.outcome)).toEqual(['committed', 'committed', 'committed']);
     expect(ended).toEqual(['a', 'c', 'b']);
+  });
+
+  test('an entry that keeps failing ends commit_failed at its own commitDeadlineMs; the others of its batch committed at once', async () => {
+    const claimer = new CountingClaimer(new InMemoryClaimer());
+    claimer.failAlways.add('test:b');
+    const consumer = new FnConsumer({ ...fastOptions(claimer), commitDeadlineMs: 300, batchCommits: true }, async () => ack());
+    const started = Date.now();
+    const endedAt: Record<string, number> = {};
+    const results = await Promise.all(
+      ['a', 'b', 'c'].map((key) =>
+        consumer.dispatch(recordingDelivery({ key })).then((r) => {
+          endedAt[key] = Date.now() - started;
+          return r;
+        }),
+      ),
+    );
+    expect(results.map((r) => r.outcome)).toEqual(['committed', 'commit_failed', 'committed']);
+    expect(results.map((r) => r.action)).toEqual(['ack', 'ack', 'ack']);
+    expect(endedAt.a!).toBeLessThan(100);
+    // b retried with backoff (50 ms, then 100 ms, …) and gave up within its deadline.
+    expect(endedAt.b!).toBeGreaterThanOrEqual(140);
+    expect(endedAt.b!).toBeLessThan(300 + 200);
+    // The first batch carried all three; every retry carried b alone.
+    expect(claimer.batches[0]).toEqual(['test:a', 'test:b', 'test:c']);
+    expect(claimer.batches.slice(1).every((batch) => batch.length === 1 && batch[0] === 'test:b')).toBe(true);
+    expect(claimer.batches.length).toBeGreaterThan(2);
   });
 
   test('a lease lost on one entry of a batch: that delivery alone ends lease_lost, the others commit', async () => {
