@@ -79,7 +79,8 @@ export interface ConsumerOptions {
    * claimer (whose own coalescer already gathers concurrent commits under load), it cut Redis
    * script calls by about a quarter but moved neither Redis server CPU nor Node CPU per record by
    * more than the noise (docs/performance.md), and it delays every commit to the end of its turn.
-   * Try it when the number of calls to the claim store is what limits you.
+   * Try it when the number of calls to the claim store is what limits you. A batch leaves on
+   * `setImmediate`: under fake timers that replace it, advance them for commits to go out.
    */
   readonly batchCommits?: boolean;
   /** Extend the lease while the handler runs. Default true. */
