@@ -16,7 +16,7 @@ export { commitEach } from './commit-many';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
 export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
-export type { DeliverySink, PreparedClaim, SourceStartOptions } from './source';
+export type { DeliverySink, PreparedClaim, SourceStartOptions, Submission } from './source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
 export type { ConsumerTtls } from './ttl-policy';
 export { truncateErrorMessage, errorType } from './settlement';

@@ -17,7 +17,7 @@ import { consoleWarnLogger, type Logger } from './logger';
 import { defaultMessageKey } from './message-key';
 import type { DeliveryResult } from './observer';
 import { Semaphore } from './semaphore';
-import type { DeliverySink, PreparedClaim } from './source';
+import type { DeliverySink, PreparedClaim, Submission } from './source';
 import { validateDeployment } from './startup-validation';
 import type { EffectiveTtl } from './ttl-policy';
 
@@ -211,6 +211,23 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     this.inFlightCount++;
     if (this.limiter.tryAcquire()) return this.pipeline.run(delivery, preclaimed);
     return this.limiter.acquire().then(() => this.pipeline.run(delivery, preclaimed));
+  }
+
+  /** {@inheritDoc twophase/adapter-kit!DeliverySink.submit} */
+  submit(delivery: Delivery, preclaimed?: PreparedClaim): Submission {
+    let early!: (value: boolean) => void;
+    const handled = new Promise<boolean>((resolve) => {
+      early = resolve;
+    });
+    const onHandled = (): void => early(true);
+    this.inFlightCount++;
+    const settled = this.limiter.tryAcquire()
+      ? this.pipeline.run(delivery, preclaimed, onHandled)
+      : this.limiter.acquire().then(() => this.pipeline.run(delivery, preclaimed, onHandled));
+    // A promise resolves once: after the early `true`, this `false` is ignored.
+    const late = (): void => early(false);
+    settled.then(late, late);
+    return { handled, settled };
   }
 
   /** {@inheritDoc twophase/adapter-kit!DeliverySink.fail} */

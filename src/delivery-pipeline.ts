@@ -6,6 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import type { ClaimResult, JsonValue } from './claimer';
 import { ClaimStep } from './claim-step';
+import { CommitBatcher } from './commit-batcher';
 import type { ResolvedConsumerOptions } from './consumer-options';
 import type { Delivery, HandlerContext, Message } from './delivery';
 import { DeliveryRun, type RunHost } from './delivery-run';
@@ -63,6 +64,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /** Aborts local waits (claim backoff) at shutdown. Receipt operations never listen to it. */
   private readonly shutdown = new AbortController();
   private stopping = false;
+  /** Gathers commits without a transaction into commitMany calls (options.batchCommits). */
+  private readonly batcher: CommitBatcher | undefined;
 
   constructor(
     private readonly options: ResolvedConsumerOptions,
@@ -87,6 +90,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
     this.applyContext = { name: options.name, logger, logLimiter: this.logLimiter, releaseDeadlineMs: options.releaseDeadlineMs };
     this.host = { name: options.name, floodLogger: this.logLimiter.limited(logger, 'lease_extend_failed') };
     this.keyPrefix = namespaceKey(options.name, 'x').slice(0, -1);
+    const claimer = options.claimer;
+    this.batcher = options.batchCommits && typeof claimer.commitMany === 'function' ? new CommitBatcher(claimer as Required<Pick<typeof claimer, 'commitMany'>>) : undefined;
   }
 
   /** Dead-letters issued since construction, by reason. */
@@ -118,14 +123,16 @@ export class DeliveryPipeline<TBody, TTransaction> {
 
   /**
    * Runs one delivery (its concurrency permit already taken) to its settlement. Never rejects.
-   * The permit is given back once the handler is done (or when the delivery ends).
+   * The permit is given back once the handler is done (or when the delivery ends). `onHandled`
+   * is called at most once, when the delivery is bound to end in an ack (see markHandled).
    */
-  async run(delivery: Delivery, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
+  async run(delivery: Delivery, preclaimed: PreparedClaim | undefined, onHandled?: () => void): Promise<DeliveryResult> {
     const started = performance.now();
     const trace = this.observation.active
       ? this.observation.start({ consumer: this.options.name, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata })
       : INERT_TRACE;
     const run = new DeliveryRun(this.host, this.limiter, delivery, trace);
+    run.onHandled = onHandled;
     let result: DeliveryResult;
     try {
       result = await this.steps(run, preclaimed);
@@ -281,13 +288,16 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /**
    * Commits after an ack (never throws; see commitWithin). Without a transaction the effect is
    * done once the commit is issued: the handler slot is freed and the source may move on
-   * (Settler.handled). A receipt carrying the handler's transaction commits the effect with the
-   * claim: the delivery counts as handled only once that commit succeeded (see Receipt.transaction).
+   * (submit's `handled`). Such a commit goes through the batcher when there is one (one
+   * commitMany call per event-loop turn; the outcome stays this delivery's own). A receipt
+   * carrying the handler's transaction commits the effect with the claim, alone: the delivery
+   * counts as handled only once that commit succeeded (see Receipt.transaction).
    */
   private commit(run: DeliveryRun, value: JsonValue | undefined): Promise<CommitOutcome> {
     const receipt = run.receipt!;
     const deadlineMs = this.options.commitDeadlineMs;
-    const committing = run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger));
+    const batch = receipt.transaction === undefined ? this.batcher?.commit : undefined;
+    const committing = run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger, batch));
     if (receipt.transaction === undefined) {
       this.markHandled(run, true);
       return committing;
@@ -299,10 +309,19 @@ export class DeliveryPipeline<TBody, TTransaction> {
     });
   }
 
-  /** The handler's effect is done: free its slot, and (`signal`) tell the settler through its `handled` hook. */
+  /**
+   * The handler's effect is done and the delivery ends in an ack: free its slot, tell the source
+   * (`onHandled`, the `handled` moment of DeliverySink.submit), and (`signal`: no transaction)
+   * the settler's deprecated `handled` hook.
+   */
   private markHandled(run: DeliveryRun, signal: boolean): void {
     run.releasePermit();
     run.handled = true;
+    const onHandled = run.onHandled;
+    if (onHandled !== undefined) {
+      run.onHandled = undefined;
+      onHandled();
+    }
     const settler = run.delivery.settler;
     if (!signal || !settler.handled) return;
     try {

@@ -36,6 +36,8 @@ export class DeliveryRun extends LazyAbort implements KeptLeaseCallbacks {
   lost: LeaseLostError | undefined = undefined;
   /** Set once the settler was told the delivery is handled: from then on it must end in an ack. */
   handled = false;
+  /** Called once when the delivery is bound to end in an ack (DeliverySink.submit's `handled`). */
+  onHandled: (() => void) | undefined = undefined;
   private permitHeld = true;
   private onAbandon: ((reason: unknown) => void) | undefined = undefined;
 

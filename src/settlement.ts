@@ -21,16 +21,22 @@ export type CommitOutcome =
   | { readonly outcome: 'lease_lost'; readonly error: LeaseLostError }
   | { readonly outcome: 'commit_failed'; readonly error: unknown };
 
+/** One commit try of a receipt: `receipt.commit(result)`, or the same through a batch (commit-batcher.ts). */
+export type CommitOnce = (receipt: Receipt, result: JsonValue | undefined) => Promise<void>;
+
+const COMMIT_ALONE: CommitOnce = (receipt, result) => receipt.commit(result);
+
 /**
  * Commits `receipt` with `result`, retrying transient store errors until `deadlineMs` passes.
  * A result too large to store is logged and the key committed without it, so deduplication
- * still holds. Never throws.
+ * still holds. Every try (the first and each retry) goes through `commitOnce` (default: the
+ * receipt's own commit). Never throws.
  */
-export function commitWithin(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger): Promise<CommitOutcome> {
+export function commitWithin(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger, commitOnce: CommitOnce = COMMIT_ALONE): Promise<CommitOutcome> {
   // Fast path (per message): one attempt without the retry machinery or an async frame.
   let first: Promise<void>;
   try {
-    first = Promise.resolve(receipt.commit(result));
+    first = Promise.resolve(commitOnce(receipt, result));
   } catch (error) {
     first = Promise.reject(error);
   }
@@ -39,7 +45,7 @@ export function commitWithin(receipt: Receipt, result: JsonValue | undefined, de
     (error: unknown): CommitOutcome | Promise<CommitOutcome> => {
       if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
       if (!(error instanceof ResultTooLargeError) && !(error instanceof ConfigurationError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
-      return commitRetrying(receipt, result, deadlineMs, logger);
+      return commitRetrying(receipt, result, deadlineMs, logger, commitOnce);
     },
   );
 }
@@ -47,18 +53,18 @@ export function commitWithin(receipt: Receipt, result: JsonValue | undefined, de
 const COMMITTED: CommitOutcome = Object.freeze({ outcome: 'committed' });
 
 /** The slow path of {@link commitWithin}: retries until the deadline; drops a result that cannot be stored. */
-async function commitRetrying(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger): Promise<CommitOutcome> {
+async function commitRetrying(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger, commitOnce: CommitOnce): Promise<CommitOutcome> {
   let value = result;
   try {
     await retryWithin(
       async () => {
         try {
-          await receipt.commit(value);
+          await commitOnce(receipt, value);
         } catch (error) {
           if (error instanceof ResultTooLargeError || error instanceof ConfigurationError) {
             logger.error({ err: error, key: receipt.key }, 'handler result cannot be stored (too large, or not JSON); committing the key without it');
             value = undefined;
-            await receipt.commit(undefined);
+            await commitOnce(receipt, undefined);
             return;
           }
           throw error;

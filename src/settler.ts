@@ -58,6 +58,9 @@ export interface Settler {
    * start the next message of the same partition or queue now instead of waiting a commit round
    * trip. The pipeline never calls it for a requeue or a reject. Must not throw (a throw is
    * logged and ignored).
+   * @deprecated Use `DeliverySink.submit`, whose `handled` promise reports the same moment
+   *   without a hook on the settler (and also for a transactional receipt, once its commit
+   *   succeeded). Still called by `dispatch` and `submit` in 0.x; to be removed before 1.0.
    */
   handled?(): void;
 }

@@ -14,6 +14,15 @@ export interface DeliverySink {
    */
   dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult>;
   /**
+   * Runs the pipeline for one delivery like {@link DeliverySink.dispatch}, and reports its two
+   * moments separately (see {@link Submission}): an in-order source (Kafka) dispatches the next
+   * record of a partition once `handled` resolves `true`, while this one's commit is in flight,
+   * and moves its committable offset only when `settled` resolves. Never throws.
+   * Optional in the type so a test double with only `dispatch` still fits; `ConsumerBase` always
+   * has it. A source treats a sink without it as one whose `handled` comes with `settled`.
+   */
+  submit?(delivery: Delivery, preclaimed?: PreparedClaim): Submission;
+  /**
    * Derives the keys of a batch and claims them in one store round trip when the claimer
    * supports `claimMany`. Entries come back in order; pass each to `dispatch`.
    */
@@ -23,6 +32,27 @@ export interface DeliverySink {
    * configured to stop): the consumer becomes not live, so a deployment's probe restarts it.
    */
   fail?(error: Error): void;
+}
+
+/**
+ * The two moments of one delivery, as {@link DeliverySink.submit} reports them.
+ *
+ * Order: `handled` always resolves no later than `settled`. When it resolves `true`, `settled`
+ * follows with an `ack` result (the effect is applied; the ack waits for the commit's end,
+ * whatever its outcome). When it resolves `false`, `settled` has already resolved.
+ */
+export interface Submission {
+  /**
+   * Resolves `true` as soon as the handler acked and the delivery is bound to end in an ack: its
+   * claim commit was issued (a receipt without a transaction), or its transactional commit
+   * succeeded (a receipt with `transaction`; for a shared chunk transaction the member's commit
+   * was recorded and its ack then waits for the chunk's COMMIT). The handler's concurrency slot
+   * is free from then on. Resolves `false` when the delivery settled without that moment (a
+   * requeue, a dead-letter, a duplicate, a busy key, a failed transactional commit). Never rejects.
+   */
+  readonly handled: Promise<boolean>;
+  /** The delivery's result once it is settled through `delivery.settler`. Never rejects. */
+  readonly settled: Promise<DeliveryResult>;
 }
 
 /** What the consumer tells a source at start. */

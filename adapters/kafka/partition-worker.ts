@@ -11,17 +11,18 @@
  * place: the partition's fetching is paused, the worker waits the delay, and dispatches the same
  * record again. Nothing after it is dispatched meanwhile, so order holds.
  *
- * Commits are pipelined: once a record's handler acked and its claim commit was issued (the
- * settler's `handled` hook), the next record is dispatched while that commit is in flight, so a
+ * Commits are pipelined, through the sink's explicit contract (`sink.submit`): once a record's
+ * `handled` moment came (its handler acked and its claim commit was issued), the next record is
+ * dispatched while that commit is in flight, and the record settles when `settled` resolves. So a
  * partition does not wait one claim-store round trip per record. Handlers still run one at a time
  * in offset order; only the commit confirmations overlap (at most MAX_PIPELINED per partition),
  * and they may end out of order, which is why settling tracks the contiguous prefix.
  *
  * Chunks sharing one transaction (a transactional claimer whose `claimMany` gives receipts a
  * `sharedTransaction`, e.g. PostgresClaimer `transactionBatch: 'per-chunk'`): the worker adopts
- * the chunk's transaction, so a member's commit resolves once recorded and its handler slot frees;
- * the member's ack then waits for the chunk's COMMIT (RecordSettler.ack) while the worker wakes
- * early and runs the next member — the COMMIT needs every member, so waiting for each member's
+ * the chunk's transaction, so a member's commit resolves once recorded, its handler slot frees and
+ * its `handled` moment comes; the member's ack then waits for the chunk's COMMIT
+ * (RecordSettler.ack) while the worker runs the next member — the COMMIT needs every member, so waiting for each member's
  * ack in turn would deadlock. No record after the chunk is dispatched before the chunk ended
  * (endChunk). When it rolled back (a member failed, was rejected or dropped, or COMMIT failed),
  * its members not settled yet run again from the first, one by one, each claimed on its own
@@ -45,6 +46,7 @@ import {
   type PreparedClaim,
   sleep,
   type Semaphore,
+  type Submission,
 } from '../../src/adapter-kit';
 import type { KafkaRecord } from './client';
 import { ChunkRolledBackError } from './errors';
@@ -82,14 +84,12 @@ type Settlement =
 
 /**
  * The settler of one dispatch of one record: records how the pipeline settled it (a dead letter
- * is written first), and wakes the worker early when the handler acked (`handled`).
+ * is written first). When the worker moves on is told by the submission, not by this settler.
  */
 class RecordSettler implements Settler {
   settlement: Settlement | undefined;
   /** Set when the record's claim shares its chunk's transaction: the ack waits for its COMMIT. */
   shared: SharedTransaction | undefined;
-  private wake: ((result: DeliveryResult | undefined) => void) | undefined;
-  private early = false;
   /** True once a settle was called: a repeat is ignored (it would write a second dead letter). */
   private called = false;
 
@@ -106,9 +106,9 @@ class RecordSettler implements Settler {
       this.settlement = ACK;
       return RESOLVED;
     }
-    // The effect is durable only with the chunk's COMMIT, which waits for the later members:
-    // let the worker run them now, and count the ack made only once the chunk committed.
-    this.handled();
+    // The effect is durable only with the chunk's COMMIT, which waits for the later members (the
+    // worker runs them already: this member's `handled` moment came with its recorded commit):
+    // count the ack made only once the chunk committed.
     return shared.outcome.then((committed) => {
       if (!committed) throw new ChunkRolledBackError(this.worker.topic, this.worker.partition, this.record.offset);
       this.settlement = ACK;
@@ -135,25 +135,6 @@ class RecordSettler implements Settler {
     this.host.count('repeatedSettlesIgnored');
     return true;
   }
-
-  handled(): void {
-    this.early = true;
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.(undefined);
-  }
-
-  /**
-   * Resolves with the dispatch's result, or with undefined as soon as `handled` is called;
-   * rejects if the dispatch rejects first (a sink bug).
-   */
-  until(dispatching: Promise<DeliveryResult>): Promise<DeliveryResult | undefined> {
-    if (this.early) return Promise.resolve(undefined);
-    return new Promise((resolve, reject) => {
-      this.wake = resolve;
-      dispatching.then(resolve, reject);
-    });
-  }
 }
 
 interface Prepared {
@@ -175,6 +156,15 @@ interface QueuedRecord {
   /** Dispatched without a claim made ahead: a member of a chunk that rolled back runs on its own. */
   single?: boolean;
 }
+
+/** `sink.submit`, or for a sink with only `dispatch`, a submission whose `handled` comes with `settled`. */
+function submit(sink: DeliverySink, delivery: Delivery, preclaimed: PreparedClaim | undefined): Submission {
+  if (sink.submit) return sink.submit(delivery, preclaimed);
+  const settled = sink.dispatch(delivery, preclaimed);
+  return { handled: settled.then(NOT_EARLY, NOT_EARLY), settled };
+}
+
+const NOT_EARLY = (): boolean => false;
 
 /** True when decimal offset `a` is above `b` (Kafka offsets: non-negative, no leading zeros). */
 export function offsetAbove(a: string, b: string): boolean {
@@ -384,16 +374,17 @@ export class PartitionWorker {
       let result: DeliveryResult | undefined;
       let pipelined = false;
       try {
-        const dispatching = this.host.sink.dispatch(delivery, prepared?.claim);
-        result = await settler.until(dispatching);
-        if (result === undefined) {
+        const submission = submit(this.host.sink, delivery, prepared?.claim);
+        if (await submission.handled) {
           // Handled and committing: move on; the commit's end settles the record later.
           pipelined = true;
           this.pipelined++;
-          dispatching.then(
+          submission.settled.then(
             () => this.pipelineEnded(item, settler, undefined),
             (error: unknown) => this.pipelineEnded(item, settler, error),
           );
+        } else {
+          result = await submission.settled;
         }
       } finally {
         this.current = undefined;
@@ -408,7 +399,7 @@ export class PartitionWorker {
         if (this.pipelined >= MAX_PIPELINED && !this.chunk) await this.pipelineDrained();
         return;
       }
-      if (result === undefined) return; // not reached: until() resolved early without handled()
+      if (result === undefined) return; // not reached: settled resolved (or rejected, thrown above)
       const settlement = settler.settlement;
       if (item.chunk !== undefined && item.chunk === this.chunk) {
         // A member that did not ack: it was released (failed, rejected, shut down) or its commit

@@ -6,6 +6,10 @@
  *   memory     twophase: KafkaSource + ConsumerBase (decode, claim, handle, commit, settle)
  *              with the InMemoryClaimer
  *   redis      the same with the RedisClaimer on 127.0.0.1:6379
+ *   redis-batched
+ *              the same with `batchCommits: true` (the commits of one event-loop turn go out as
+ *              one commitMany call); `redis` keeps the default (off: each acked record commits
+ *              on its own, and the Redis claimer's coalescer gathers concurrent ones under load)
  *   floor-memory, floor-redis
  *              raw plus the least claim + commit work per record, inline (see floor()): what no
  *              design that claims each key in that store can go below
@@ -216,11 +220,11 @@ class Bench extends ConsumerBase<{ id: string }> {
   }
 }
 
-async function twophase(run: number, claimer: Claimer, label: string): Promise<RunResult> {
+async function twophase(run: number, claimer: Claimer, label: string, batchCommits?: boolean): Promise<RunResult> {
   const effects = new Effects();
   const groupId = `bench-${label}-${tag}-${run}`;
   const source = new KafkaSource({ kafka }, { topics: [topic], groupId, fromBeginning: true, logger: silentLogger });
-  const consumer = new Bench({ name: groupId, claimer, source, logger: silentLogger, deployment: { replicas: 1 } }, effects);
+  const consumer = new Bench({ name: groupId, claimer, source, logger: silentLogger, deployment: { replicas: 1 }, ...(batchCommits === undefined ? {} : { batchCommits }) }, effects);
   const started = performance.now();
   await consumer.start();
   await waitDone(effects);
@@ -271,12 +275,12 @@ async function main(): Promise<void> {
           await deleteKeys(redis, `${prefix}:*`);
         }
         else if (variant === 'memory') r = await twophase(run, new InMemoryClaimer(), 'memory');
-        else if (variant === 'redis') {
+        else if (variant === 'redis' || variant === 'redis-batched') {
           const prefix = `twophase-bench-kafka-${tag}-${run}`;
           const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
           await claimer.ready();
           const before = await sampleRedisServer(redis);
-          r = await twophase(run, claimer, 'redis');
+          r = await twophase(run, claimer, variant, variant === 'redis-batched' ? true : undefined);
           r = withServerCost(r, serverDelta(before, await sampleRedisServer(redis)));
           r = { ...r, redisOpsPerCall: Number((claimer.stats.operations / claimer.stats.scriptCalls).toFixed(1)) };
           await claimer.close();
