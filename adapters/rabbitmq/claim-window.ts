@@ -13,9 +13,10 @@
  * - a delivery whose channel closed while it waited is never dispatched (its settler is finished,
  *   the broker redelivers it); one whose channel closed while its claim was in flight is not
  *   dispatched either, and a lease its claim took is released so the redelivery need not wait;
- * - {@link ClaimWindow.drain} (the source's `stopIntake`) dispatches what waits without a claim
- *   (a stopping consumer requeues it, unhandled) and waits for the claims in flight to be handed
- *   to the sink, so the consumer's drain counts every delivery before the channel closes.
+ * - {@link ClaimWindow.drain} (the source's `stopIntake`, once the consumer is cancelled)
+ *   dispatches what waits without a claim (a stopping consumer requeues it, unhandled) and waits
+ *   for the claims in flight to be handed to the sink, so the consumer's drain counts every
+ *   delivery before the channel closes.
  *
  * Each delivery is still settled alone, on the channel that delivered it (never `allUpTo`).
  */
@@ -48,6 +49,8 @@ export class ClaimWindow {
   private immediate: NodeJS.Immediate | undefined;
   /** Batch claims in flight, until their deliveries are handed to the sink. */
   private readonly claiming = new Set<Promise<void>>();
+  /** True once drained: later deliveries are dispatched at once, unclaimed. */
+  private drained = false;
 
   /** @param windowMs how long the window stays open after its first delivery, ms (0 = the event-loop turn) */
   constructor(
@@ -65,6 +68,11 @@ export class ClaimWindow {
    * deliveries reached the prefetch) closes the window at once.
    */
   add(entry: WaitingDelivery, full: boolean): void {
+    if (this.drained) {
+      if (entry.generation.open) this.parts.dispatch(entry.delivery, entry.settler, undefined);
+      else this.drop(entry);
+      return;
+    }
     this.waiting.push(entry);
     if (full) {
       this.flush();
@@ -91,11 +99,13 @@ export class ClaimWindow {
   }
 
   /**
-   * For `stopIntake`: dispatches the waiting deliveries of open channels without a claim (a
-   * stopping consumer requeues them unhandled), then resolves once every batch claim in flight
-   * has handed its deliveries to the sink. Safe to repeat.
+   * For `stopIntake`, after the consumer was cancelled: dispatches the waiting deliveries of open
+   * channels without a claim (a stopping consumer requeues them unhandled), then resolves once
+   * every batch claim in flight has handed its deliveries to the sink. From then on a delivery
+   * is dispatched as it arrives, unclaimed. Safe to repeat.
    */
   async drain(): Promise<void> {
+    this.drained = true;
     for (const entry of this.take()) this.parts.dispatch(entry.delivery, entry.settler, undefined);
     while (this.claiming.size > 0) await Promise.all([...this.claiming]);
   }

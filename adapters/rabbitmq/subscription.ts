@@ -97,14 +97,21 @@ export class Subscription {
   }
 
   /**
-   * Hands the deliveries waiting in the claim window to the sink unclaimed (a stopping consumer
-   * requeues them), waits until the batch claims in flight handed theirs over, and cancels the
-   * consumer (`basic.cancel`). The channel stays open so in-flight deliveries can settle; a
-   * delivery that arrives from now on is dispatched at once, never held in the window.
+   * Cancels the consumer (`basic.cancel`), then hands the deliveries waiting in the claim window
+   * to the sink unclaimed (a stopping consumer requeues them; after the cancel, their copies are
+   * not delivered back to this consumer) and waits until the batch claims in flight handed theirs
+   * over. The channel stays open so in-flight deliveries can settle.
    */
   async stopIntake(): Promise<void> {
     clearTimeout(this.resubscribeTimer);
-    await this.window?.drain();
+    try {
+      await this.cancelConsumer();
+    } finally {
+      await this.window?.drain();
+    }
+  }
+
+  private async cancelConsumer(): Promise<void> {
     const generation = this.current;
     const tag = generation?.consumerTag;
     if (generation?.open && tag !== undefined) {
@@ -243,7 +250,7 @@ export class Subscription {
       },
       settler,
     };
-    if (this.window && !this.parts.lifecycle.intakeStopped) {
+    if (this.window) {
       this.window.add({ delivery, settler, generation }, generation.inFlight >= this.prefetch);
       return;
     }
