@@ -72,7 +72,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ claim window (batchWindowM
   test.each([
     [0, 'more than one call'],
     [1000, 'one call for all 8'],
-  ] as const)('batchWindowMs %i: 8 deliveries published one by one are claimed with %s', async (batchWindowMs) => {
+  ] as const)('batchWindowMs %i: 8 deliveries published one by one are claimed with %s', async (batchWindowMs, _expected) => {
     const queue = h.queue(`gather-${batchWindowMs}`);
     const effects = new EffectLog();
     const claimer = h.claimer('redis');
