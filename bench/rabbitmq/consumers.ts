@@ -150,9 +150,13 @@ class BenchConsumer extends ConsumerBase<Buffer> {
   }
 }
 
-/** The twophase consumer over the RabbitMQ source with the given claimer. */
-export async function runTwophase(queue: string, prefetch: number, count: number, claimer: Claimer, batchClaims = false): Promise<Measured> {
-  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, connectionName: 'twophase-bench', batchClaims });
+/**
+ * The twophase consumer over the RabbitMQ source with the given claimer; `batchWindowMs` turns on
+ * `batchClaims` with that claim window (0 = one event-loop turn), undefined leaves it off.
+ */
+export async function runTwophase(queue: string, prefetch: number, count: number, claimer: Claimer, batchWindowMs?: number): Promise<Measured> {
+  const batching = batchWindowMs === undefined ? {} : { batchClaims: true, batchWindowMs };
+  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, connectionName: 'twophase-bench', ...batching });
   const consumer = new BenchConsumer({
     name: 'bench',
     claimer,

@@ -20,7 +20,8 @@
  *                     `adapter` is the source with a sink that acks at once (the adapter's own cost),
  *                     `adapter-burn<N>` the same sink spending N µs of CPU per message before the
  *                     ack (what a given per-message cost does to the rate),
- *                     `*-batch` turn on the source's `batchClaims`
+ *                     `*-batch` turn on the source's `batchClaims` (window 0: one event-loop turn),
+ *                     `*-batch-w<N>` the same with `batchWindowMs: N` (a claim window of N ms)
  *   BENCH_OUT         output file                 (default bench/results/rabbitmq.json)
  *   TWOPHASE_AMQP_URL, REDIS_PORT
  *
@@ -35,7 +36,24 @@ import { connectAdmin, declareQueue, deleteTopology, fill } from './broker';
 import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
 import { type Measured, memoryClaimer, redisClaimer, runAdapterOnly, runFloor, runRaw, runTwophase } from './consumers';
 
-type Variant = 'raw' | 'floor-memory' | 'floor-redis' | 'adapter' | 'memory' | 'redis' | 'memory-batch' | 'redis-batch' | `adapter-burn${number}`;
+type Variant =
+  | 'raw'
+  | 'floor-memory'
+  | 'floor-redis'
+  | 'adapter'
+  | 'memory'
+  | 'redis'
+  | 'memory-batch'
+  | 'redis-batch'
+  | `${'memory' | 'redis'}-batch-w${number}`
+  | `adapter-burn${number}`;
+
+/** The source's claim batching of a twophase variant: undefined = off, else the window, ms. */
+function batchWindowOf(variant: Variant): number | undefined {
+  const window = /-batch(?:-w(\d+))?$/.exec(variant);
+  if (!window) return undefined;
+  return window[1] === undefined ? 0 : Number(window[1]);
+}
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 100_000);
 const bodyBytes = Number(process.env.BENCH_BODY_BYTES ?? 1024);
@@ -104,11 +122,11 @@ async function main(): Promise<void> {
           }
         } else if (variant === 'adapter' || variant.startsWith('adapter-burn')) {
           measured = await runAdapterOnly(queue, prefetch, messages, variant === 'adapter' ? 0 : Number(variant.slice('adapter-burn'.length)));
-        } else if (variant === 'memory' || variant === 'memory-batch') {
-          measured = await runTwophase(queue, prefetch, messages, memoryClaimer(), variant === 'memory-batch');
+        } else if (variant.startsWith('memory')) {
+          measured = await runTwophase(queue, prefetch, messages, memoryClaimer(), batchWindowOf(variant));
         } else {
           const claimer = redisClaimer(redis!, prefix);
-          measured = await runTwophase(queue, prefetch, messages, claimer, variant === 'redis-batch');
+          measured = await runTwophase(queue, prefetch, messages, claimer, batchWindowOf(variant));
           await claimer.close();
           serverAfter = await sampleRedisServer(redis!);
           await scrubRedis(redis!, prefix);
