@@ -41,6 +41,8 @@ export interface ClaimWindowParts {
   dispatch(delivery: Delivery, settler: DeliverySettler, preclaimed: PreparedClaim | undefined): void;
   /** A delivery of a closed channel was dropped before dispatch (the broker redelivers it). */
   onDropped(entry: WaitingDelivery): void;
+  /** A batch claim of `size` deliveries was started. */
+  onBatch(size: number): void;
 }
 
 export class ClaimWindow {
@@ -87,6 +89,7 @@ export class ClaimWindow {
   flush(): void {
     const batch = this.take();
     if (batch.length === 0) return;
+    this.parts.onBatch(batch.length);
     const claimed = this.parts.sink.claimBatch(batch.map((b) => b.delivery)).then(
       (prepared) => batch.forEach((b, i) => this.handOver(b, prepared[i])),
       (error: unknown) => {

@@ -73,6 +73,7 @@ export class Subscription {
         queue: this.options.queue,
         dispatch: (delivery, settler, preclaimed) => this.dispatch(delivery, settler, preclaimed),
         onDropped: () => this.parts.reporter.counters.waitingDeliveriesDropped++,
+        onBatch: () => this.parts.reporter.counters.claimBatches++,
       });
     }
     this.topologyFresh = true;

@@ -90,6 +90,7 @@ describeWithServices(['rabbitmq', 'redis'], 'RabbitMQ claim window (batchWindowM
     expect(counting.calls.reduce((a, b) => a + b, 0)).toBe(8);
     if (batchWindowMs === 0) expect(counting.calls.length).toBeGreaterThan(1);
     else expect(counting.calls).toEqual([8]);
+    expect(source.stats.claimBatches).toBe(counting.calls.length);
   });
 
   test('a window closes as soon as the channel is full (unsettled deliveries = prefetch), not when its timer ends', async () => {
