@@ -53,6 +53,8 @@ export class ClaimWindow {
   private readonly claiming = new Set<Promise<void>>();
   /** True once drained: later deliveries are dispatched at once, unclaimed. */
   private drained = false;
+  /** True after a simulated crash: leases of dropped deliveries are left to expire, as a dead process would. */
+  private crashed = false;
 
   /** @param windowMs how long the window stays open after its first delivery, ms (0 = the event-loop turn) */
   constructor(
@@ -97,7 +99,11 @@ export class ClaimWindow {
         batch.forEach((b) => this.handOver(b, undefined));
       },
     );
-    const tracked = claimed.finally(() => this.claiming.delete(tracked));
+    const tracked = claimed
+      .catch((error: unknown) => {
+        this.parts.logger.error({ err: error, queue: this.parts.queue }, 'handing a claimed batch to the sink failed (a pipeline bug); its deliveries are redelivered when their channel closes');
+      })
+      .finally(() => this.claiming.delete(tracked));
     this.claiming.add(tracked);
   }
 
@@ -113,8 +119,12 @@ export class ClaimWindow {
     while (this.claiming.size > 0) await Promise.all([...this.claiming]);
   }
 
-  /** Drops the waiting deliveries without dispatching them (a simulated crash). */
-  discard(): void {
+  /**
+   * Drops the waiting deliveries without dispatching them (the source closes, or `crashed`: a
+   * simulated crash, after which the leases of claims still in flight are not released either).
+   */
+  discard(options: { readonly crashed?: boolean } = {}): void {
+    if (options.crashed) this.crashed = true;
     this.cancelTimers();
     const dropped = this.waiting;
     this.waiting = [];
@@ -140,7 +150,7 @@ export class ClaimWindow {
       this.parts.dispatch(entry.delivery, entry.settler, preclaimed);
       return;
     }
-    if (preclaimed?.kind === 'claimed' && preclaimed.result.state === 'acquired') {
+    if (!this.crashed && preclaimed?.kind === 'claimed' && preclaimed.result.state === 'acquired') {
       const key = preclaimed.key;
       preclaimed.result.receipt.release().catch((error: unknown) => {
         this.parts.logger.warn({ err: error, queue: this.parts.queue, key }, 'releasing the claim of a delivery whose channel closed failed; its lease expires on its own');

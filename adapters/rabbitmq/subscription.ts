@@ -129,7 +129,7 @@ export class Subscription {
   markClosed(): void {
     clearTimeout(this.resubscribeTimer);
     if (this.current) this.current.open = false;
-    this.window?.discard();
+    this.window?.discard({ crashed: true });
   }
 
   /** Closes the consuming channel; deliveries still waiting in the claim window are dropped (the broker requeues them). Safe to repeat. */
