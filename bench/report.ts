@@ -133,7 +133,8 @@ async function throughput(args: Args, available: Record<Broker, boolean>): Promi
       BENCH_MESSAGES: q ? '10000' : '50000',
       BENCH_RUNS: '3',
       BENCH_PREFETCH: '100',
-      BENCH_VARIANTS: 'raw,floor-memory,floor-redis,memory,redis',
+      // redis-batch-w2: batchClaims with a 2 ms claim window (bench/rabbitmq/run.ts), reported beside redis.
+      BENCH_VARIANTS: 'raw,floor-memory,floor-redis,memory,redis,redis-batch-w2',
       BENCH_OUT: tmp('rabbitmq'),
     });
     const r = readJson(tmp('rabbitmq')) as { results: Array<NonNullable<Figures['rabbitmq']>[number]> };

@@ -69,6 +69,13 @@ export interface RabbitMqSourceStats {
   readonly rejects: number;
   /** Settles skipped because the delivery's channel had closed. */
   readonly staleSettlesSkipped: number;
+  /** With `batchClaims`: batch claims made (claim windows that closed with deliveries to claim); `deliveries / claimBatches` is the mean batch size. */
+  readonly claimBatches: number;
+  /**
+   * Deliveries dropped from the claim window (`batchClaims`) because their channel closed before
+   * they were dispatched, or because the source closed; never handled here, the broker redelivers them.
+   */
+  readonly waitingDeliveriesDropped: number;
   /** Second settles of one delivery that were ignored. */
   readonly repeatedSettlesIgnored: number;
   /** Delay or dead-letter publishes that failed. */

@@ -97,11 +97,23 @@ export interface RabbitMqSourceOptions {
    */
   readonly failedPublishRequeueDelayMs?: number;
   /**
-   * Group the deliveries that arrive in one event-loop turn and claim them with one
-   * `DeliverySink.claimBatch` call. Default false (the Redis claimer coalesces concurrent claims
-   * on its own).
+   * Group the deliveries that arrive close together (see {@link RabbitMqSourceOptions.batchWindowMs})
+   * and claim them with one `DeliverySink.claimBatch` call (one `claimMany` round trip when the
+   * claimer has it) before dispatching each. Each delivery is still settled alone on its own
+   * channel. Default false (the Redis claimer coalesces concurrent claims on its own).
    */
   readonly batchClaims?: boolean;
+  /**
+   * With `batchClaims: true`: how long a claim window stays open after its first delivery, ms.
+   * 0 (default) closes it at the end of the event-loop turn: only the deliveries amqplib parsed
+   * together share a claim. A longer window gathers more deliveries per claim round trip at the
+   * cost of up to that much added latency per delivery. A window closes early once the channel's
+   * unsettled deliveries reach the prefetch (no more can arrive), on `stopIntake` (what waits is
+   * dispatched unclaimed, so a stopping consumer requeues it) and on a channel close (what waits
+   * is dropped, never dispatched; the broker redelivers it). Integer in [0, 1000].
+   * @throws ConfigurationError (at construction) when > 0 without `batchClaims: true`
+   */
+  readonly batchWindowMs?: number;
   /**
    * Client-provided name of the consuming connection (shown in the management UI); the
    * publishing connection gets `<connectionName>:publish`. Default `twophase:<queue>`.
@@ -134,6 +146,7 @@ export interface ResolvedSourceOptions {
   readonly publishTimeoutMs: number;
   readonly failedPublishRequeueDelayMs: number;
   readonly batchClaims: boolean;
+  readonly batchWindowMs: number;
   readonly connectionName: string;
   readonly logger: Logger | undefined;
 }
@@ -153,6 +166,7 @@ export const SOURCE_DEFAULTS = {
   publishTimeoutMs: 10_000,
   failedPublishRequeueDelayMs: 5000,
   batchClaims: false,
+  batchWindowMs: 0,
 } as const satisfies Partial<RabbitMqSourceOptions>;
 
 /** Every name {@link RabbitMqSourceOptions} accepts; any other is refused (a misspelling would silently keep a default). */
@@ -178,6 +192,7 @@ const SOURCE_OPTION_NAMES = optionNames<RabbitMqSourceOptions>()([
   'publishTimeoutMs',
   'failedPublishRequeueDelayMs',
   'batchClaims',
+  'batchWindowMs',
   'connectionName',
   'logger',
 ]);
@@ -227,6 +242,7 @@ export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSo
     publishTimeoutMs: options.publishTimeoutMs ?? SOURCE_DEFAULTS.publishTimeoutMs,
     failedPublishRequeueDelayMs: options.failedPublishRequeueDelayMs ?? SOURCE_DEFAULTS.failedPublishRequeueDelayMs,
     batchClaims: options.batchClaims ?? SOURCE_DEFAULTS.batchClaims,
+    batchWindowMs: options.batchWindowMs ?? SOURCE_DEFAULTS.batchWindowMs,
     connectionName: options.connectionName ?? `twophase:${queue}`,
     logger: options.logger,
   };
@@ -266,6 +282,10 @@ export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSo
   checkInt('connectTimeoutMs', resolved.connectTimeoutMs, 100, 3_600_000);
   checkInt('publishTimeoutMs', resolved.publishTimeoutMs, 10, 600_000);
   checkInt('failedPublishRequeueDelayMs', resolved.failedPublishRequeueDelayMs, 0, 600_000);
+  checkInt('batchWindowMs', resolved.batchWindowMs, 0, 1000);
+  if (resolved.batchWindowMs > 0 && !resolved.batchClaims) {
+    throw new ConfigurationError(`batchWindowMs (${resolved.batchWindowMs}) applies only with batchClaims: true; set batchClaims: true or leave batchWindowMs out`);
+  }
   if (typeof resolved.connectionName !== 'string' || resolved.connectionName.length === 0) {
     throw new ConfigurationError(`connectionName must be a non-empty string, got ${JSON.stringify(resolved.connectionName)}`);
   }

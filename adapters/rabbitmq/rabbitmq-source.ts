@@ -94,7 +94,7 @@ export class RabbitMqSource implements MessageSource, AdapterSurface<ResolvedSou
     return this.options;
   }
 
-  /** True with `batchClaims`: deliveries of one event-loop turn are claimed together, ahead of dispatch. */
+  /** True with `batchClaims`: deliveries of one claim window (`batchWindowMs`) are claimed together, ahead of dispatch. */
   get claimsAhead(): boolean {
     return this.options.batchClaims;
   }

@@ -21,6 +21,8 @@ export class SourceReporter {
     requeues: { busy: 0, retry: 0, claimer_unavailable: 0, shutdown: 0, lease_lost: 0 },
     rejects: 0,
     staleSettlesSkipped: 0,
+    claimBatches: 0,
+    waitingDeliveriesDropped: 0,
     repeatedSettlesIgnored: 0,
     publishFailures: 0,
     fallbackNacks: 0,

@@ -1,8 +1,9 @@
 /**
  * The subscription of a {@link RabbitMqSource}: the consuming channel (one generation per
  * underlying channel), `basic.qos` and `basic.consume` on each new channel, turning each message
- * into a {@link Delivery} with its {@link DeliverySettler}, handing it to the sink (alone, or in
- * a batch claimed in one round trip), and the broker's consumer cancel (resubscribe, or stop).
+ * into a {@link Delivery} with its {@link DeliverySettler}, handing it to the sink (alone, or
+ * through the {@link ClaimWindow} in a batch claimed in one round trip), and the broker's consumer
+ * cancel (resubscribe, or stop).
  *
  * Prefetch (`basic.qos`, per consumer) equals the consumer's `concurrency`. Delivery tags are
  * scoped to their channel, so a delivery settles only on the generation that delivered it.
@@ -12,6 +13,7 @@ import type { AmqpConnectionManager } from 'amqp-connection-manager';
 import { ConfigurationError, type Delivery, type Logger } from '../../src';
 import type { DeliverySink, PreparedClaim } from '../../src/adapter-kit';
 import { ChannelGeneration } from './channel-generation';
+import { ClaimWindow } from './claim-window';
 import { SupervisedChannel } from './channel-supervisor';
 import { ConsumerCancelledError } from './errors';
 import { DELIVERY_COUNT_HEADER, HEADERS, priorAttempts, readCount } from './headers';
@@ -43,8 +45,8 @@ export class Subscription {
   private topologyFresh = false;
   private resubscribeTimer: NodeJS.Timeout | undefined;
   private firstSubscription: { resolve: () => void; reject: (error: Error) => void } | undefined;
-  private batch: { delivery: Delivery; settler: DeliverySettler }[] = [];
-  private batchScheduled = false;
+  /** With `batchClaims`: where deliveries wait for their batch claim. */
+  private window: ClaimWindow | undefined;
 
   constructor(
     private readonly options: ResolvedSourceOptions,
@@ -64,6 +66,16 @@ export class Subscription {
   start(manager: AmqpConnectionManager, sink: DeliverySink, prefetch: number): Promise<void> {
     this.sink = sink;
     this.prefetch = prefetch;
+    if (this.options.batchClaims) {
+      this.window = new ClaimWindow(this.options.batchWindowMs, {
+        sink,
+        logger: this.parts.logger,
+        queue: this.options.queue,
+        dispatch: (delivery, settler, preclaimed) => this.dispatch(delivery, settler, preclaimed),
+        onDropped: () => this.parts.reporter.counters.waitingDeliveriesDropped++,
+        onBatch: () => this.parts.reporter.counters.claimBatches++,
+      });
+    }
     this.topologyFresh = true;
     const subscribed = new Promise<void>((resolve, reject) => {
       this.firstSubscription = { resolve, reject };
@@ -86,12 +98,21 @@ export class Subscription {
   }
 
   /**
-   * Cancels the consumer (`basic.cancel`) and hands any batch still gathering to the sink;
-   * the channel stays open so in-flight deliveries can settle.
+   * Cancels the consumer (`basic.cancel`), then hands the deliveries waiting in the claim window
+   * to the sink unclaimed (a stopping consumer requeues them; after the cancel, their copies are
+   * not delivered back to this consumer) and waits until the batch claims in flight handed theirs
+   * over. The channel stays open so in-flight deliveries can settle.
    */
   async stopIntake(): Promise<void> {
     clearTimeout(this.resubscribeTimer);
-    this.flushBatch();
+    try {
+      await this.cancelConsumer();
+    } finally {
+      await this.window?.drain();
+    }
+  }
+
+  private async cancelConsumer(): Promise<void> {
     const generation = this.current;
     const tag = generation?.consumerTag;
     if (generation?.open && tag !== undefined) {
@@ -108,11 +129,13 @@ export class Subscription {
   markClosed(): void {
     clearTimeout(this.resubscribeTimer);
     if (this.current) this.current.open = false;
+    this.window?.discard({ crashed: true });
   }
 
-  /** Closes the consuming channel. Safe to repeat. */
+  /** Closes the consuming channel; deliveries still waiting in the claim window are dropped (the broker requeues them). Safe to repeat. */
   async close(): Promise<void> {
     clearTimeout(this.resubscribeTimer);
+    this.window?.discard();
     await this.channel?.close();
   }
 
@@ -228,12 +251,8 @@ export class Subscription {
       },
       settler,
     };
-    if (this.options.batchClaims) {
-      this.batch.push({ delivery, settler });
-      if (!this.batchScheduled) {
-        this.batchScheduled = true;
-        setImmediate(() => this.flushBatch());
-      }
+    if (this.window) {
+      this.window.add({ delivery, settler, generation }, generation.inFlight >= this.prefetch);
       return;
     }
     this.dispatch(delivery, settler, undefined);
@@ -245,20 +264,6 @@ export class Subscription {
       (error: unknown) => {
         settler.finish();
         this.parts.logger.error({ err: error, queue: this.options.queue }, 'dispatch rejected (a pipeline bug); the message is redelivered when its channel closes');
-      },
-    );
-  }
-
-  private flushBatch(): void {
-    this.batchScheduled = false;
-    if (this.batch.length === 0) return;
-    const batch = this.batch;
-    this.batch = [];
-    this.sink!.claimBatch(batch.map((b) => b.delivery)).then(
-      (prepared) => batch.forEach((b, i) => this.dispatch(b.delivery, b.settler, prepared[i])),
-      (error: unknown) => {
-        this.parts.logger.warn({ err: error, queue: this.options.queue }, 'claimBatch failed; claiming one by one');
-        batch.forEach((b) => this.dispatch(b.delivery, b.settler, undefined));
       },
     );
   }

@@ -35,6 +35,7 @@ import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, typ
 import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
 import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
+import { kafkaBrokerVersion } from './broker-version';
 
 interface Args {
   messages: number;
@@ -312,7 +313,7 @@ async function main(): Promise<void> {
       totalMemGiB: Math.round(totalmem() / 1024 ** 3),
       node: process.version,
       kafkajs: '2.2.4',
-      kafka: '3.9.2 (single KRaft node on loopback, same machine)',
+      kafka: `${kafkaBrokerVersion(Number(args.brokers[0]?.split(':').pop())) ?? 'unknown version'} (single KRaft node on loopback, same machine)`,
       loadAverage1_5_15: { before: loadBefore, after: loadavg().map((l) => Number(l.toFixed(2))) },
     },
     config: {

@@ -16,6 +16,8 @@ import { AMQP_URL, BENCH_DELAY_TIERS_MS } from './broker';
 export interface Measured {
   readonly elapsedMs: number;
   readonly cpuUs: number;
+  /** Variants with `batchClaims`: deliveries per batch claim (the source's `deliveries / claimBatches`). */
+  readonly meanClaimBatch?: number;
 }
 
 function cpuSince(start: NodeJS.CpuUsage): number {
@@ -150,9 +152,13 @@ class BenchConsumer extends ConsumerBase<Buffer> {
   }
 }
 
-/** The twophase consumer over the RabbitMQ source with the given claimer. */
-export async function runTwophase(queue: string, prefetch: number, count: number, claimer: Claimer, batchClaims = false): Promise<Measured> {
-  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, connectionName: 'twophase-bench', batchClaims });
+/**
+ * The twophase consumer over the RabbitMQ source with the given claimer; `batchWindowMs` turns on
+ * `batchClaims` with that claim window (0 = one event-loop turn), undefined leaves it off.
+ */
+export async function runTwophase(queue: string, prefetch: number, count: number, claimer: Claimer, batchWindowMs?: number): Promise<Measured> {
+  const batching = batchWindowMs === undefined ? {} : { batchClaims: true, batchWindowMs };
+  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, connectionName: 'twophase-bench', ...batching });
   const consumer = new BenchConsumer({
     name: 'bench',
     claimer,
@@ -172,11 +178,12 @@ export async function runTwophase(queue: string, prefetch: number, count: number
     }, 1);
   });
   const stats = source.stats;
+  const withBatch = stats.claimBatches > 0 ? { ...measured, meanClaimBatch: stats.deliveries / stats.claimBatches } : measured;
   if (stats.requeues.busy + stats.requeues.retry + stats.requeues.claimer_unavailable + stats.rejects > 0) {
     throw new Error(`benchmark run was not clean: ${JSON.stringify(stats)}`);
   }
   await consumer.stop();
-  return measured;
+  return withBatch;
 }
 
 export function memoryClaimer(): Claimer {

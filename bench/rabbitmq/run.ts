@@ -20,7 +20,8 @@
  *                     `adapter` is the source with a sink that acks at once (the adapter's own cost),
  *                     `adapter-burn<N>` the same sink spending N µs of CPU per message before the
  *                     ack (what a given per-message cost does to the rate),
- *                     `*-batch` turn on the source's `batchClaims`
+ *                     `*-batch` turn on the source's `batchClaims` (window 0: one event-loop turn),
+ *                     `*-batch-w<N>` the same with `batchWindowMs: N` (a claim window of N ms)
  *   BENCH_OUT         output file                 (default bench/results/rabbitmq.json)
  *   TWOPHASE_AMQP_URL, REDIS_PORT
  *
@@ -35,7 +36,24 @@ import { connectAdmin, declareQueue, deleteTopology, fill } from './broker';
 import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
 import { type Measured, memoryClaimer, redisClaimer, runAdapterOnly, runFloor, runRaw, runTwophase } from './consumers';
 
-type Variant = 'raw' | 'floor-memory' | 'floor-redis' | 'adapter' | 'memory' | 'redis' | 'memory-batch' | 'redis-batch' | `adapter-burn${number}`;
+type Variant =
+  | 'raw'
+  | 'floor-memory'
+  | 'floor-redis'
+  | 'adapter'
+  | 'memory'
+  | 'redis'
+  | 'memory-batch'
+  | 'redis-batch'
+  | `${'memory' | 'redis'}-batch-w${number}`
+  | `adapter-burn${number}`;
+
+/** The source's claim batching of a twophase variant: undefined = off, else the window, ms. */
+function batchWindowOf(variant: Variant): number | undefined {
+  const window = /-batch(?:-w(\d+))?$/.exec(variant);
+  if (!window) return undefined;
+  return window[1] === undefined ? 0 : Number(window[1]);
+}
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 100_000);
 const bodyBytes = Number(process.env.BENCH_BODY_BYTES ?? 1024);
@@ -81,6 +99,8 @@ async function main(): Promise<void> {
   /** Redis variants: the server's CPU and command time per message, µs (bench/support/redis-server-cost.ts). */
   const redisCpuSamples = new Map<string, number[]>();
   const redisCommandSamples = new Map<string, number[]>();
+  /** Batching variants: deliveries per batch claim. */
+  const batchSamples = new Map<string, number[]>();
   const started = Date.now();
   process.stderr.write(`twophase RabbitMQ benchmark: ${messages} msgs × ${bodyBytes} B, runs ${runs}, prefetch ${prefetches.join('/')}, variants ${variants.join(',')}\n`);
   for (const prefetch of prefetches) {
@@ -104,11 +124,11 @@ async function main(): Promise<void> {
           }
         } else if (variant === 'adapter' || variant.startsWith('adapter-burn')) {
           measured = await runAdapterOnly(queue, prefetch, messages, variant === 'adapter' ? 0 : Number(variant.slice('adapter-burn'.length)));
-        } else if (variant === 'memory' || variant === 'memory-batch') {
-          measured = await runTwophase(queue, prefetch, messages, memoryClaimer(), variant === 'memory-batch');
+        } else if (variant.startsWith('memory')) {
+          measured = await runTwophase(queue, prefetch, messages, memoryClaimer(), batchWindowOf(variant));
         } else {
           const claimer = redisClaimer(redis!, prefix);
-          measured = await runTwophase(queue, prefetch, messages, claimer, variant === 'redis-batch');
+          measured = await runTwophase(queue, prefetch, messages, claimer, batchWindowOf(variant));
           await claimer.close();
           serverAfter = await sampleRedisServer(redis!);
           await scrubRedis(redis!, prefix);
@@ -123,9 +143,10 @@ async function main(): Promise<void> {
         const rate = (messages / measured.elapsedMs) * 1000;
         const cpuPerMsg = measured.cpuUs / messages;
         samples.set(key, [...(samples.get(key) ?? []), rate]);
+        if (measured.meanClaimBatch !== undefined) batchSamples.set(key, [...(batchSamples.get(key) ?? []), measured.meanClaimBatch]);
         cpuSamples.set(key, [...(cpuSamples.get(key) ?? []), cpuPerMsg]);
         process.stderr.write(
-          `  prefetch ${String(prefetch).padStart(4)}  run ${run + 1}/${runs}  ${variant.padEnd(12)} ${Math.round(rate).toString().padStart(7)} msgs/s  (${Math.round(measured.elapsedMs)} ms, ${cpuPerMsg.toFixed(1)} µs CPU/msg in this process)\n`,
+          `  prefetch ${String(prefetch).padStart(4)}  run ${run + 1}/${runs}  ${variant.padEnd(14)} ${Math.round(rate).toString().padStart(7)} msgs/s  (${Math.round(measured.elapsedMs)} ms, ${cpuPerMsg.toFixed(1)} µs CPU/msg in this process${measured.meanClaimBatch === undefined ? '' : `, ${measured.meanClaimBatch.toFixed(1)} deliveries per batch claim`})\n`,
         );
         if (global.gc) global.gc();
       }
@@ -145,6 +166,7 @@ async function main(): Promise<void> {
         ratioToRaw: rawMedian ? Number((med / rawMedian).toFixed(3)) : undefined,
         medianNodeCpuUsPerMsg: Number(median(cpuSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
         runsNodeCpuUsPerMsg: cpuSamples.get(`${prefetch}:${variant}`)!.map((x) => Number(x.toFixed(2))),
+        ...(batchSamples.has(`${prefetch}:${variant}`) ? { medianDeliveriesPerClaimBatch: Number(median(batchSamples.get(`${prefetch}:${variant}`)!).toFixed(1)) } : {}),
         ...(redisCpuSamples.has(`${prefetch}:${variant}`)
           ? {
               medianRedisCpuUsPerMsg: Number(median(redisCpuSamples.get(`${prefetch}:${variant}`)!).toFixed(2)),
@@ -175,10 +197,11 @@ async function main(): Promise<void> {
   };
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
-  process.stderr.write('\nprefetch  variant       median msgs/s  ratio to raw  µs CPU/msg (Node)\n');
+  process.stderr.write('\nprefetch  variant         median msgs/s  ratio to raw  µs CPU/msg (Node)  µs CPU/msg (Redis)\n');
   for (const r of results) {
+    const redisCpu = 'medianRedisCpuUsPerMsg' in r ? String(r.medianRedisCpuUsPerMsg) : '';
     process.stderr.write(
-      `${String(r.prefetch).padStart(8)}  ${r.variant.padEnd(12)}  ${String(r.medianMsgsPerSec).padStart(13)}  ${String(r.ratioToRaw ?? '').padStart(12)}  ${String(r.medianNodeCpuUsPerMsg).padStart(17)}\n`,
+      `${String(r.prefetch).padStart(8)}  ${r.variant.padEnd(14)}  ${String(r.medianMsgsPerSec).padStart(13)}  ${String(r.ratioToRaw ?? '').padStart(12)}  ${String(r.medianNodeCpuUsPerMsg).padStart(17)}  ${redisCpu.padStart(18)}\n`,
     );
   }
   process.stderr.write(`\nwritten to ${out}\n`);

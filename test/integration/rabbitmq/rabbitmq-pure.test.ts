@@ -47,9 +47,23 @@ describe('RabbitMQ source options', () => {
     [{ url, queue: 'q', deadLetterQueue: 'q' }, /must differ from queue/],
     [{ url, queue: 'q', reconnectDelayMs: 0 }, /reconnectDelayMs must be an integer in \[10, 600000\], got 0/],
     [{ url, queue: 'q', onCancel: 'ignore' }, /onCancel must be one of/],
+    [{ url, queue: 'q', batchClaims: true, batchWindowMs: -1 }, /batchWindowMs must be an integer in \[0, 1000\], got -1/],
+    [{ url, queue: 'q', batchClaims: true, batchWindowMs: 1001 }, /batchWindowMs must be an integer in \[0, 1000\], got 1001/],
+    [{ url, queue: 'q', batchClaims: true, batchWindowMs: 1.5 }, /batchWindowMs must be an integer in \[0, 1000\], got 1.5/],
+    [{ url, queue: 'q', batchClaims: true, batchWindowMs: '2' }, /batchWindowMs must be an integer/],
+    [{ url, queue: 'q', batchWindowMs: 2 }, /batchWindowMs \(2\) applies only with batchClaims: true/],
+    [{ url, queue: 'q', batchClaims: false, batchWindowMs: 2 }, /applies only with batchClaims: true/],
+    [{ url, queue: 'q', batchClaims: true, batchWindowMS: 2 }, /batchWindowMS/],
   ])('rejects %j', (options, message) => {
     expect(() => resolveSourceOptions(options as never)).toThrow(ConfigurationError);
     expect(() => resolveSourceOptions(options as never)).toThrow(message);
+  });
+
+  test('batchWindowMs: default 0 (the event-loop turn); a window needs batchClaims; 0 is accepted alone', () => {
+    expect(resolveSourceOptions({ url, queue: 'q' })).toMatchObject({ batchClaims: false, batchWindowMs: 0 });
+    expect(resolveSourceOptions({ url, queue: 'q', batchClaims: true, batchWindowMs: 2 })).toMatchObject({ batchClaims: true, batchWindowMs: 2 });
+    expect(resolveSourceOptions({ url, queue: 'q', batchClaims: true, batchWindowMs: 1000 }).batchWindowMs).toBe(1000);
+    expect(resolveSourceOptions({ url, queue: 'q', batchWindowMs: 0 })).toMatchObject({ batchClaims: false, batchWindowMs: 0 });
   });
 
   test('does not mutate the caller\'s options', () => {
