@@ -17,6 +17,7 @@ import {
   InvalidKeyError,
   InvalidMessageError,
   KeyConflictError,
+  RetryableError,
   ShutdownError,
   TimeoutError,
 } from './errors';
@@ -282,7 +283,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     if (run.lost) return { kind: 'aborted', cause: 'lease_lost', error: run.lost };
     if (value) return value.type === 'reject' ? { kind: 'reject', reason: value.reason } : { kind: 'requeue', delayMs: value.delayMs };
     if (error instanceof TimeoutError && error === abortReason) return { kind: 'aborted', cause: 'timeout', error };
-    return { kind: 'threw', error, permanent: this.hooks.isPermanent(error) };
+    // `throw undefined` (or null) must not read as a requeue request: give it an error object.
+    const thrown = error ?? new RetryableError(`the handler threw ${String(error)} (no error object)`);
+    return { kind: 'threw', error: thrown, permanent: this.hooks.isPermanent(thrown) };
   }
 
   /**

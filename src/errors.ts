@@ -127,8 +127,13 @@ export class InvalidMessageError extends TwophaseError {
 
 /** A handler returned something that is not a disposition. Never treated as an implicit ack. */
 export class InvalidDispositionError extends TwophaseError {
-  constructor(received: unknown) {
-    super('INVALID_DISPOSITION', `handler returned ${describe(received)}, not a disposition (ack(), requeue() or reject())`);
+  /**
+   * @param received what the handler returned (or passed to a disposition factory)
+   * @param problem what is wrong with it, when a factory (`ack`, `requeue`, `reject`) refused its
+   *   argument; default: the value is not a disposition at all
+   */
+  constructor(received: unknown, problem?: string) {
+    super('INVALID_DISPOSITION', problem ?? `handler returned ${describe(received)}, not a disposition (ack(), requeue() or reject())`);
   }
 }
 

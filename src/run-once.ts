@@ -3,7 +3,7 @@
  * HTTP mutation, a scheduled task, a job runner's handler).
  */
 import { performance } from 'node:perf_hooks';
-import type { AcquiredClaim, JsonValue, Receipt } from './claimer';
+import type { AcquiredClaim, Claimer, JsonValue, Receipt } from './claimer';
 import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError, ResultTooLargeError } from './errors';
 import { LeaseKeeper } from './keep-alive';
 import { decodeResult, encodeResult } from './result-codec';
@@ -65,6 +65,24 @@ const WAIT_BACKOFF: Readonly<BackoffPolicy> = { initialDelayMs: 50, maxDelayMs: 
 const RESET_ATTEMPTS = Object.freeze({ resetAttempts: true });
 
 /**
+ * The claimers whose `ready()` runOnce has called, and its promise: called once per claimer and
+ * shared by concurrent calls; forgotten when it fails, so the next call tries again.
+ */
+const readied = new WeakMap<Claimer, Promise<void>>();
+
+/** Calls `claimer.ready()` once (a consumer's `start()` does this for a consumer's claimer). */
+function readyOnce(claimer: Claimer): Promise<void> | undefined {
+  if (!claimer.ready) return undefined;
+  let ready = readied.get(claimer);
+  if (!ready) {
+    ready = claimer.ready();
+    readied.set(claimer, ready);
+    ready.catch(() => readied.delete(claimer));
+  }
+  return ready;
+}
+
+/**
  * Runs `fn` once per scoped key, across calls, processes and replicas sharing the claim store.
  *
  * - First call: claims the key, runs `fn`, commits its JSON result (bounded by `maxResultBytes`)
@@ -80,13 +98,16 @@ const RESET_ATTEMPTS = Object.freeze({ resetAttempts: true });
  * - With the PostgreSQL claimer in transactional mode `fn` gets the claim's transaction
  *   (`context.transaction`): its writes commit with the key or roll back with a failure.
  *
- * Safe to call concurrently with the same key: exactly one caller runs `fn` at a time.
+ * Safe to call concurrently with the same key: exactly one caller runs `fn` at a time. The first
+ * call with a claimer runs its `ready()` (for example a Redis client still connecting), once per
+ * claimer; a failed `ready()` rejects that call and is tried again by the next.
  * @throws ConfigurationError for invalid options (unknown name, bad TTL, bad scope)
  * @throws InvalidKeyError for an empty key, or one too long with its scope (digest it)
  * @throws KeyConflictError when the key is known with another fingerprint (HTTP 422)
  * @throws InProgressError when another caller's run did not finish within `waitMs` (HTTP 409)
  * @throws PreviousAttemptFailedError when an earlier run failed or did not finish, unless `retry: true`
- * @throws ClaimerUnavailableError when the store fails (retriable; `fn` did not run)
+ * @throws ClaimerUnavailableError when the store fails (retriable; `fn` did not run), also from the
+ *   claimer's `ready()` (for example Redis not reachable within its `readyTimeoutMs`)
  * @throws ResultTooLargeError when the result is too large to store (a failure: released per `onFailure`)
  * @throws whatever `fn` threw, after the release
  */
@@ -98,6 +119,8 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
   if (typeof fn !== 'function') throw new ConfigurationError('runOnce: the second argument must be the function to run');
   const key = runOnceKey(o.scope, o.key);
   const claimOptions = Object.freeze({ leaseTtlMs: o.leaseTtlMs, doneTtlMs: o.doneTtlMs, ...(o.fingerprint === undefined ? {} : { fingerprint: o.fingerprint }) });
+  const readying = readyOnce(o.claimer);
+  if (readying) await readying;
   const started = performance.now();
   for (let poll = 1; ; poll++) {
     const claim = await o.claimer.claim(key, claimOptions);

@@ -4,7 +4,7 @@
  */
 import type { Kafka, Message, Producer, RecordMetadata } from 'kafkajs';
 import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, validateKey } from '../../src';
-import { checkKnownOptions } from '../../src/adapter-kit';
+import { checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
 import type { KafkaHeaders } from './client';
 
 /** A record to produce with its idempotency key. */
@@ -25,12 +25,17 @@ export interface KeyedMessage {
   readonly timestamp?: string;
 }
 
+const KEYED_MESSAGE_FIELDS = optionNames<KeyedMessage>()(['idempotencyKey', 'value', 'key', 'headers', 'partition', 'timestamp']);
+
 /**
  * The kafkajs `Message` for `message`: headers copied, `idempotency-key` set, record key
  * defaulting to the idempotency key. Does not mutate its input.
  * @throws InvalidKeyError when the idempotency key is empty, not a string or too long
+ * @throws ConfigurationError for a field `KeyedMessage` does not have (a misspelled
+ *   `idempotencyKey` is refused, never sent without the header)
  */
 export function withIdempotencyKey(message: KeyedMessage): Message {
+  checkKnownOptions('KeyedProducer message', message, KEYED_MESSAGE_FIELDS);
   validateKey(message.idempotencyKey);
   const headers: Record<string, Buffer | string | (Buffer | string)[] | undefined> = {};
   for (const [name, value] of Object.entries(message.headers ?? {})) {
@@ -101,9 +106,15 @@ export class KeyedProducer {
    * Produces `messages` to `topic` and resolves when the broker acknowledged them (`acks`
    * default -1: all in-sync replicas).
    * @throws InvalidKeyError before anything is sent when a message's idempotency key is invalid
+   * @throws ConfigurationError before anything is sent when `messages` is not an array, a message
+   *   has an unknown field, or `options` has an unknown name
    * @throws the kafkajs error when the broker refused or did not answer
    */
   send(topic: string, messages: readonly KeyedMessage[], options: { readonly acks?: number; readonly timeoutMs?: number } = {}): Promise<RecordMetadata[]> {
+    if (!Array.isArray(messages)) {
+      throw new ConfigurationError(`KeyedProducer.send(topic, messages): messages must be an array of { idempotencyKey, value, ... }, got ${describeType(messages)}`);
+    }
+    checkKnownOptions('KeyedProducer.send options', options, ['acks', 'timeoutMs']);
     const inject = this.injectContext;
     const records = messages.map((m) => {
       const record = withIdempotencyKey(m);

@@ -5,7 +5,7 @@
  *
  * @module twophase/otel
  */
-export { createOtelObserver, type OtelObserverOptions, OTEL_OBSERVER_DEFAULTS } from './otel-observer';
+export { createOtelObserver, type OtelObserverFlag, type OtelObserverOptions, OTEL_OBSERVER_DEFAULTS } from './otel-observer';
 export {
   injectTraceHeaders,
   extractContext,

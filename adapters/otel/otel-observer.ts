@@ -88,17 +88,18 @@ export interface OtelObserverOptions {
   readonly metrics?: boolean;
 }
 
-type Flags = 'useLinks' | 'recordKey' | 'traces' | 'metrics';
+/** The on/off options of {@link OtelObserverOptions}, each with a default in {@link OTEL_OBSERVER_DEFAULTS}. */
+export type OtelObserverFlag = 'useLinks' | 'recordKey' | 'traces' | 'metrics';
 
 /** Defaults of the flag options of {@link OtelObserverOptions}. */
-export const OTEL_OBSERVER_DEFAULTS: Readonly<Required<Pick<OtelObserverOptions, Flags>>> = {
+export const OTEL_OBSERVER_DEFAULTS: Readonly<Required<Pick<OtelObserverOptions, OtelObserverFlag>>> = {
   useLinks: false,
   recordKey: true,
   traces: true,
   metrics: true,
 };
 
-type ResolvedOptions = Required<Pick<OtelObserverOptions, Flags>> & Pick<OtelObserverOptions, 'tracerProvider' | 'meterProvider' | 'propagator'>;
+type ResolvedOptions = Required<Pick<OtelObserverOptions, OtelObserverFlag>> & Pick<OtelObserverOptions, 'tracerProvider' | 'meterProvider' | 'propagator'>;
 
 const OTEL_OPTION_NAMES = optionNames<OtelObserverOptions>()(['tracerProvider', 'meterProvider', 'propagator', 'useLinks', 'recordKey', 'traces', 'metrics']);
 
@@ -108,7 +109,7 @@ function resolveOptions(options: OtelObserverOptions | undefined): ResolvedOptio
   }
   checkKnownOptions('OpenTelemetry observer options', options, OTEL_OPTION_NAMES);
   const resolved: ResolvedOptions = { ...OTEL_OBSERVER_DEFAULTS, ...stripUndefined(options ?? {}) };
-  for (const flag of Object.keys(OTEL_OBSERVER_DEFAULTS) as Flags[]) {
+  for (const flag of Object.keys(OTEL_OBSERVER_DEFAULTS) as OtelObserverFlag[]) {
     if (typeof resolved[flag] !== 'boolean') throw new ConfigurationError(`${flag} must be a boolean, got ${JSON.stringify(resolved[flag])}`);
   }
   if (resolved.tracerProvider !== undefined && typeof resolved.tracerProvider.getTracer !== 'function') {

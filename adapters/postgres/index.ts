@@ -26,4 +26,4 @@ export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VE
 export { DEFAULT_SCHEMA, type TenantsTable, parseTenantsTable } from './identifiers';
 export { SchemaMismatchError, TransactionAbortedError, toClaimerError } from './errors';
 export { keyDigests, type KeyDigests } from './key-digest';
-export { diagnoseKey, type DiagnoseOptions, type KeyDiagnosis, purgeExpired, type PurgeOptions, type PurgeReport } from './keys';
+export { diagnoseKey, type DiagnoseOptions, type KeyDiagnosis, type PostgresQueryable, purgeExpired, type PurgeOptions, type PurgeReport } from './keys';

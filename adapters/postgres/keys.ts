@@ -29,13 +29,14 @@ export interface DiagnoseOptions {
   readonly fingerprint?: string;
 }
 
-type Db = Pool | ClientBase;
+/** What the key tools accept: a `pg` Pool, or a client (for example inside the caller's transaction). */
+export type PostgresQueryable = Pool | ClientBase;
 
 /**
  * Reads one key's row and says what a delivery of it would meet.
  * @throws SchemaMismatchError, ClaimerUnavailableError
  */
-export async function diagnoseKey(db: Db, options: DiagnoseOptions): Promise<KeyDiagnosis> {
+export async function diagnoseKey(db: PostgresQueryable, options: DiagnoseOptions): Promise<KeyDiagnosis> {
   const schema = quoteIdentifier('schema', options.schema ?? DEFAULT_SCHEMA);
   const { key } = options;
   const digest = keyDigests(key, options.tenant).key;
@@ -96,7 +97,7 @@ export interface PurgeReport {
  * (each its own auto-committed DELETE, skipping rows another transaction holds), until none is
  * left. Processing rows are purged only once their lease ended more than `olderThanMs` ago.
  */
-export async function purgeExpired(db: Db, options: PurgeOptions = {}): Promise<PurgeReport> {
+export async function purgeExpired(db: PostgresQueryable, options: PurgeOptions = {}): Promise<PurgeReport> {
   const schema = quoteIdentifier('schema', options.schema ?? DEFAULT_SCHEMA);
   const olderThanMs = options.olderThanMs ?? 3_600_000;
   const batchSize = options.batchSize ?? 1000;

@@ -48,14 +48,14 @@ import { claimChunk } from './chunk-claim';
  * Fencing tokens come from one sequence: they strictly increase per key, also after a row was
  * purged. `claimMany` claims a batch in one statement (one round trip).
  *
- * **Transactional mode**: see {@link claimInTransaction}. An acquired claim holds a pool client
+ * **Transactional mode**: see docs/postgres.md, "Transactional mode (the inbox)". An acquired claim holds a pool client
  * with an open transaction until its receipt is committed (COMMIT) or released (ROLLBACK); the
  * consumer hands that transaction to the handler as `ctx.transaction`. `claimMany` is offered only
  * with `transactionBatch: 'per-chunk'`: it claims a chunk of keys into ONE shared transaction
  * (chunk-transaction.ts); per record it would open one transaction per record ahead of the handlers.
  *
  * **Outages.** Each operation has its own deadline (`operationTimeoutMs`, including the wait for
- * a pool client) and rejects with {@link ClaimerUnavailableError} past it or on any connection
+ * a pool client) and rejects with {@link twophase!ClaimerUnavailableError} past it or on any connection
  * error; it never guesses a state. A client whose connection failed is destroyed, never reused.
  * When PostgreSQL returns, the pool connects again; nothing needs re-creating.
  */
@@ -123,7 +123,7 @@ export class PostgresClaimer implements Claimer {
     }
   }
 
-  /** {@inheritDoc Claimer.claim} */
+  /** {@inheritDoc twophase!Claimer.claim} */
   async claim(key: string, options: ClaimOptions): Promise<ClaimResult> {
     validateKey(key);
     validateClaimOptions(options);

@@ -76,6 +76,21 @@ export interface PublishMessageOptions {
   readonly timeoutMs?: number;
 }
 
+const PUBLISH_OPTION_NAMES = optionNames<PublishMessageOptions>()([
+  'idempotencyKey',
+  'messageId',
+  'headers',
+  'persistent',
+  'contentType',
+  'correlationId',
+  'replyTo',
+  'type',
+  'appId',
+  'priority',
+  'expirationMs',
+  'timeoutMs',
+]);
+
 /** A message body: a Buffer is sent as is, anything else as UTF-8 JSON. */
 export type MessageBody = Buffer | object | string | number | boolean | null;
 
@@ -211,9 +226,12 @@ function messageIdForKey(key: string): string {
 
 /**
  * Turns a body and options into the wire content and publish properties. Pure; exported for tests.
- * @throws ConfigurationError for an empty idempotency key or message id, or a key containing U+FFFD
+ * @throws ConfigurationError for an unknown option name (a misspelled `idempotencyKey` would
+ *   silently give every publish a new random key), an empty idempotency key or message id, or a
+ *   key containing U+FFFD
  */
 export function buildPublish(body: MessageBody, options: PublishMessageOptions): { content: Buffer; properties: Options.Publish; receipt: PublishReceipt } {
+  checkKnownOptions('publish options', options, PUBLISH_OPTION_NAMES);
   if (options.idempotencyKey !== undefined && (typeof options.idempotencyKey !== 'string' || options.idempotencyKey.length === 0)) {
     throw new ConfigurationError(`idempotencyKey must be a non-empty string, got ${JSON.stringify(options.idempotencyKey)}`);
   }

@@ -39,5 +39,5 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   process.stderr.write(`payments consumer failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = 1;
+  process.exit(1); // not exitCode: a client opened before the failure would keep the process alive
 });

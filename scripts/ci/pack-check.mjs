@@ -5,7 +5,9 @@
  *  1. `npm pack` (its `prepack` script builds dist/), then `publint` and `@arethetypeswrong/cli`
  *     on the tarball; both fail the step on errors.
  *  2. Every source map in the tarball carries the text of each source it names (`sourcesContent`)
- *     or the source itself ships: a map never points at a file the user does not have.
+ *     or the source itself ships: a map never points at a file the user does not have. Every
+ *     relative link in a shipped Markdown file (README.md, docs/, examples/, CHANGELOG.md)
+ *     reaches a file that ships.
  *  3. A temporary project installs the tarball and the peer clients (the versions package.json
  *     asks for: peerDependencies, else dependencies) and compiles, with `strict` and
  *     `skipLibCheck: false`, under three settings:
@@ -119,6 +121,25 @@ for (const file of files.filter((f) => f.endsWith('.map'))) {
   });
 }
 console.log(`   ${maps} maps checked, ${problems.length - problemsBeforeMaps} pointing at a source that neither ships nor is inlined`);
+
+// ---- 2b. links in the shipped documents -------------------------------------------------------
+// Someone who installed the package reads node_modules/twophase/README.md and docs/: every
+// relative link in a shipped Markdown file must reach a file that ships too.
+console.log('== links in shipped documents');
+const problemsBeforeLinks = problems.length;
+let links = 0;
+for (const doc of files.filter((f) => f.endsWith('.md'))) {
+  const text = readFileSync(join(unpacked, 'package', doc), 'utf8').replace(/```[\s\S]*?```/g, '');
+  for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+    const target = match[1].split('#')[0];
+    if (target === '' || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+    links++;
+    const path = relative(join(unpacked, 'package'), resolve(dirname(join(unpacked, 'package', doc)), decodeURIComponent(target)));
+    const shipped = files.includes(path) || files.some((f) => f.startsWith(`${path}/`));
+    if (!shipped) problems.push(`${doc} links to ${match[1]}, which does not ship`);
+  }
+}
+console.log(`   ${links} relative links checked, ${problems.length - problemsBeforeLinks} pointing at a file that does not ship`);
 
 // ---- 3. compile as a user ---------------------------------------------------------------------
 /** Code blocks marked for the check, as { name, code }. */

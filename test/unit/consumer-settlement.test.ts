@@ -237,6 +237,34 @@ describe('settlement table', () => {
     expect((await c2.dispatch(recordingDelivery({ key: 'typo' }))).action).toBe('reject');
   });
 
+  test.each([
+    ['requeue({ delayMs: -5 })', () => requeue({ delayMs: -5 }), /requeue\(\{ delayMs \}\): delayMs must be a finite number of ms ≥ 0, got -5 \(a number\)/],
+    ["requeue({ delayMs: 'soon' })", () => requeue({ delayMs: 'soon' as never }), /delayMs must be a finite number.*got 'soon' \(a string\)/],
+    ['requeue(5000)', () => requeue(5000 as never), /requeue\(options\) takes \{ delayMs\?, reason\? \}, got 5000 \(a number\)/],
+    ['requeue({ delay: 5 })', () => requeue({ delay: 5 } as never), /unknown option "delay"/],
+    ['reject(123)', () => reject(123 as never), /reject\(reason\): reason must be a string.*got 123 \(a number\)/],
+    ['ack(1n)', () => ack(1n as never), /ack\(result\): result must be JSON.*got a bigint/],
+    ['ack(() => 1)', () => ack((() => 1) as never), /ack\(result\): result must be JSON.*got a function/],
+  ])('a disposition factory refuses a bad argument at once: %s is dead-lettered as invalid_disposition with what was wrong', async (_name, make, message) => {
+    expect(make).toThrow(message);
+    const { consumer } = setup(async () => make());
+    const d = recordingDelivery({ key: 'bad-arg' });
+    const r = await consumer.dispatch(d);
+    expect(r).toMatchObject({ action: 'reject', reason: 'invalid_disposition' });
+    expect(d.calls[0]).toMatchObject({ op: 'reject', info: { reason: 'invalid_disposition', errorType: 'InvalidDispositionError' } });
+    expect((d.calls[0] as { info: { errorMessage: string } }).info.errorMessage).toMatch(message);
+  });
+
+  test('a handler that throws undefined is retried as a handler failure (an error object is made for it), not read as a requeue request', async () => {
+    const { consumer } = setup(async () => {
+      throw undefined;
+    });
+    const r = await consumer.dispatch(recordingDelivery({ key: 'throw-undefined' }));
+    expect(r).toMatchObject({ action: 'requeue', outcome: 'released' });
+    expect(r.error).toBeInstanceOf(Error);
+    expect((r.error as Error).message).toMatch(/handler threw undefined/);
+  });
+
   test('invalid message: an undecodable body is dead-lettered as invalid_body without a claim', async () => {
     const { consumer, claimer } = setup();
     const d = recordingDelivery({ key: 'garbled', raw: Buffer.from('{not json') });

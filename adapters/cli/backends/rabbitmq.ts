@@ -53,7 +53,8 @@ export interface RabbitMqReplayOptions {
   readonly getChannels?: number;
 }
 
-interface RabbitItem extends ReplayItem {
+/** A dead-lettered message as the RabbitMQ replay backend holds it between `next()` and `remove()`/`release()`. */
+export interface RabbitItem extends ReplayItem {
   readonly message: GetMessage;
   /** The channel that got it: its ack or nack must go there (delivery tags are per channel). */
   readonly channel: Channel;

@@ -4,7 +4,7 @@
  * group generations, commit fencing, in-place retries and dead-letter retries. Needs no service.
  */
 import { ack, ConfigurationError, type Delivery, InMemoryClaimer, InvalidKeyError, PermanentError, RetryableError, ShutdownError, silentLogger } from '../../../src';
-import { deadLetterRecord, HEADERS, KafkaSource, type KafkaSourceOptions, readHeader, replayRecord, withIdempotencyKey } from '../../../adapters/kafka';
+import { deadLetterRecord, HEADERS, KafkaSource, type KafkaSourceOptions, KeyedProducer, readHeader, replayRecord, withIdempotencyKey } from '../../../adapters/kafka';
 import { parseBrokers } from '../../../adapters/cli/backends/kafka';
 import { FakeKafka } from './support/fake-client';
 import { GatedCommitClaimer } from '../../unit/helpers';
@@ -169,6 +169,21 @@ describe('producer helper', () => {
 
   test('an invalid key is refused before anything is sent', () => {
     expect(() => withIdempotencyKey({ idempotencyKey: '', value: 'v' })).toThrow(InvalidKeyError);
+  });
+
+  test('a misspelled message field is refused by name, never sent without the header', () => {
+    const message = { idempotencyKey: 'pay-1', value: 'v', header: { a: '1' } };
+    expect(() => withIdempotencyKey(message)).toThrow(ConfigurationError);
+    expect(() => withIdempotencyKey(message)).toThrow(/header.*headers/s);
+  });
+
+  test('send refuses a single message instead of an array, and unknown send options, before anything is sent', () => {
+    const sent: unknown[] = [];
+    const producer = new KeyedProducer({ producer: { send: async (record: unknown) => { sent.push(record); return []; } } as never });
+    expect(() => producer.send('t', { idempotencyKey: 'k', value: 'v' } as never)).toThrow(ConfigurationError);
+    const options = { acks: -1, timeout: 5000 };
+    expect(() => producer.send('t', [{ idempotencyKey: 'k', value: 'v' }], options)).toThrow(/timeout.*timeoutMs/s);
+    expect(sent).toEqual([]);
   });
 });
 

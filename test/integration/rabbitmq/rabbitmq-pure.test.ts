@@ -180,6 +180,13 @@ describe('header mapping', () => {
     expect(receipt).toEqual({ messageId: 'k', idempotencyKey: 'k' });
     expect(() => buildPublish({}, { messageId: '' })).toThrow(ConfigurationError);
   });
+
+  test('a misspelled publish option is refused by name (a lost idempotencyKey would give each retry a new random key)', () => {
+    // Held in a variable, the object escapes TypeScript's excess-property check, as in user code.
+    const options = { persistent: true, idempotencykey: 'payment-42' };
+    expect(() => buildPublish({}, options)).toThrow(ConfigurationError);
+    expect(() => buildPublish({}, options)).toThrow(/idempotencykey.*idempotencyKey/s);
+  });
 });
 
 describe('DeliverySettler (fake channel)', () => {

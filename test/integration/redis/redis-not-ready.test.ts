@@ -5,10 +5,10 @@
  */
 import { createServer } from 'node:net';
 import Redis from 'ioredis';
-import { ClaimerUnavailableError } from '../../../src';
+import { ClaimerUnavailableError, runOnce } from '../../../src';
 import { RedisClaimer } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { recordingLogger, uniquePrefix } from './support/redis-helpers';
+import { recordingLogger, SHARED_REDIS, uniquePrefix } from './support/redis-helpers';
 import { waitFor } from '../../support/wait';
 
 async function closedPort(): Promise<number> {
@@ -51,6 +51,31 @@ describeWithServices(['redis'], 'RedisClaimer not ready: host, port and cause in
     );
     expect(claim).toBeInstanceOf(ClaimerUnavailableError);
     expect((claim as Error).message).toMatch(new RegExp(`the Redis client for 127\\.0\\.0\\.1:${port} is "\\w+", not ready \\(last error: .*ECONNREFUSED.*\\); nothing was sent`));
+  });
+
+  test('runOnce right after the client was created (still connecting) waits for ready() instead of failing', async () => {
+    const client = new Redis({ ...SHARED_REDIS, maxRetriesPerRequest: 1 });
+    clients.push(client);
+    const claimer = new RedisClaimer({ redis: client, logger: recordingLogger().logger }, { prefix: uniquePrefix('run-once-boot') });
+    claimers.push(claimer);
+    expect(client.status).not.toBe('ready');
+    const outcomes = await Promise.all([1, 2, 3].map((n) => runOnce({ claimer, scope: { operation: 'boot' }, key: `k${n}`, leaseTtlMs: 5000, doneTtlMs: 60_000 }, () => n)));
+    expect(outcomes.map((o) => [o.status, o.result])).toEqual([['ran', 1], ['ran', 2], ['ran', 3]]);
+  });
+
+  test('runOnce whose claimer cannot get ready rejects with the ready() error, and tries ready() again on the next call', async () => {
+    const port = await closedPort();
+    const { claimer } = claimerFor('127.0.0.1', port);
+    const calls: number[] = [];
+    const ready = claimer.ready.bind(claimer);
+    claimer.ready = () => {
+      calls.push(1);
+      return ready();
+    };
+    const call = () => runOnce({ claimer, scope: { operation: 'boot' }, key: 'k', leaseTtlMs: 5000, doneTtlMs: 60_000 }, () => 1);
+    await expect(call()).rejects.toThrow(/was not ready within 500 ms/);
+    await expect(call()).rejects.toThrow(ClaimerUnavailableError);
+    expect(calls).toHaveLength(2);
   });
 
   test('ready() against an unknown host names it and ENOTFOUND', async () => {
