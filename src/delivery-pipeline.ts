@@ -3,6 +3,7 @@
  * settlement table (settlement-table.ts) at each fork and carrying its answer out
  * (apply-decision.ts). ConsumerBase owns the lifecycle and hands each delivery here.
  */
+import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ClaimResult, JsonValue } from './claimer';
 import { ClaimStep } from './claim-step';
@@ -80,6 +81,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     this.observation = new ObservationFanout(options.observers, logger);
     this.logLimiter = new LogLimiter(logger, { consumer: options.name });
     this.failures = new FailureLog(options.name, logger, this.logLimiter, options.maxAttempts);
+    // Every claim backoff waits on this one signal: up to `concurrency` listeners during a store
+    // outage, by design (Node would warn of a leak past 10).
+    setMaxListeners(0, this.shutdown.signal);
     this.claims = new ClaimStep(options, this.shutdown.signal);
     this.keeper = options.keepAlive ? new LeaseKeeper(options.leaseTtlMs, Math.max(1, Math.floor(options.leaseTtlMs / 3)), options.clock, options.ttls.shortestLeaseTtlMs) : undefined;
     this.rules = {

@@ -10,6 +10,8 @@ import {
   requeue,
   RetryableError,
 } from '../../src';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { ManualClock } from '../support/manual-clock';
 import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery } from './helpers';
 import { waitFor } from '../support/wait';
@@ -263,6 +265,13 @@ describe('settlement table', () => {
     expect(r).toMatchObject({ action: 'requeue', outcome: 'released' });
     expect(r.error).toBeInstanceOf(Error);
     expect((r.error as Error).message).toMatch(/handler threw undefined/);
+  });
+
+  test('a store outage with more than 10 deliveries in claim backoff raises no MaxListenersExceededWarning (one shutdown signal, many waits)', () => {
+    // A child process: Node reports the warning on the real process, which jest's sandbox hides.
+    const run = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'fixtures', 'claim-outage-listeners.ts')], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.stderr).not.toMatch(/MaxListenersExceededWarning/);
+    expect(run.stdout.trim()).toBe('warnings:');
   });
 
   test('invalid message: an undecodable body is dead-lettered as invalid_body without a claim', async () => {
