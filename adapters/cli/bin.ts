@@ -1,24 +1,37 @@
 #!/usr/bin/env node
 /**
  * Entry point of the `twophase` command (package.json `bin`). SIGINT and SIGTERM stop a replay
- * after the message in progress; messages not yet replayed stay in the dead-letter queue.
+ * after the messages in progress; messages not yet replayed stay in the dead-letter queue.
+ *
+ * A closed stdout or stderr (EPIPE: `twophase dlq replay --json | head -2`) is a stop request
+ * too: the messages in progress finish (republish confirmed, then removed from the DLQ), no new
+ * ones are taken, later output is dropped, and the command exits with code 1 without a stack
+ * trace.
  */
-import { runCli } from './program';
+import { EXIT, runCli } from './program';
+import { processOutput } from './process-output';
 
 const controller = new AbortController();
+const output = processOutput(process, ({ stream, error }) => {
+  const code = (error as NodeJS.ErrnoException).code ?? error.message;
+  if (!controller.signal.aborted) {
+    controller.abort();
+    if (output.isOpen('stderr')) output.io.stderr(`${stream} closed (${code}): stopping after the messages in progress; output dropped\n`);
+  }
+});
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    process.stderr.write(`${signal}: stopping after the messages in progress (republishes already sent wait for their confirms)\n`);
+    output.io.stderr(`${signal}: stopping after the messages in progress (republishes already sent wait for their confirms)\n`);
     controller.abort();
   });
 }
 
-runCli(process.argv.slice(2), { signal: controller.signal }).then(
+runCli(process.argv.slice(2), { io: output.io, signal: controller.signal }).then(
   (code) => {
-    process.exitCode = code;
+    process.exitCode = output.closed && code === EXIT.ok ? EXIT.failed : code;
   },
   (error: unknown) => {
-    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
+    output.io.stderr(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = EXIT.failed;
   },
 );

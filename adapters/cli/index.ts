@@ -9,3 +9,4 @@ export { type ReplayBackend, type ReplayBackendFactory, type ReplayItem, type Re
 export { REPLAY_BACKENDS } from './backends';
 export { RabbitMqReplayBackend, type RabbitMqReplayOptions, type RabbitItem, DEFAULT_AMQP_URL } from './backends/rabbitmq';
 export { type CliIo, humanReporter, jsonReporter } from './reporters';
+export { MissingPeerError } from './peer';

@@ -2,14 +2,16 @@
  * `twophase keys diagnose` (store: postgres or redis) and `twophase keys purge` (store: postgres;
  * Redis deletes expired records itself). Each opens one connection from `--url` and closes it:
  * PostgreSQL from $TWOPHASE_DATABASE_URL / $DATABASE_URL, Redis from $TWOPHASE_REDIS_URL or
- * redis://127.0.0.1:6379.
+ * redis://127.0.0.1:6379. The store's client library (`pg` or `ioredis`, optional peer
+ * dependencies) is loaded by the command that uses it, so each store's commands work without the
+ * other store's client installed.
  */
 import { type Command, InvalidArgumentError } from 'commander';
-import { Client } from 'pg';
+import type { Client } from 'pg';
 import { namespaceKey } from '../../src';
-import { diagnoseKey, purgeExpired } from '../postgres';
 import { diagnoseRedisKey } from '../redis';
-import { DATABASE_URL_ENVS, databaseUrl } from './postgres-migrate';
+import { importPeer, loadOrReport } from './peer';
+import { DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
 
 const STORES = ['postgres', 'redis'];
@@ -88,18 +90,25 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
       setExit(1);
     }
   };
-  const withPostgres = async (flags: Common, work: (client: Client) => Promise<unknown>, human: (report: unknown) => string): Promise<void> => {
+  const withPostgres = async (
+    command: string,
+    flags: Common,
+    work: (client: Client, postgres: PostgresModules['postgres']) => Promise<unknown>,
+    human: (report: unknown) => string,
+  ): Promise<void> => {
     const url = databaseUrl(flags.url, env);
     if (!url) {
       usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
       return;
     }
-    const client = new Client({ connectionString: url });
+    const modules = await loadOrReport(io, setExit, () => loadPostgres(command));
+    if (!modules) return;
+    const client = new modules.Client({ connectionString: url });
     client.on('error', () => undefined);
     try {
       await report(flags, async () => {
         await client.connect();
-        return work(client);
+        return work(client, modules.postgres);
       }, human);
     } finally {
       await client.end().catch(() => undefined);
@@ -108,7 +117,9 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
   const withRedis = async (flags: Common, work: (client: import('ioredis').Redis) => Promise<unknown>, human: (report: unknown) => string): Promise<void> => {
     const url = flags.url ?? (env[REDIS_URL_ENV] || DEFAULT_REDIS_URL);
     // Loaded here so the PostgreSQL commands work without the optional ioredis peer installed.
-    const { Redis } = await import('ioredis');
+    const ioredis = await loadOrReport(io, setExit, () => importPeer('ioredis', 'twophase keys diagnose --store redis', () => import('ioredis')));
+    if (!ioredis) return;
+    const { Redis } = ioredis;
     // One attempt, no reconnect loop: a CLI reports an unreachable Redis instead of waiting.
     const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 5000 });
     let lastError: Error | undefined;
@@ -172,8 +183,9 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
         return;
       }
       await withPostgres(
+        'twophase keys diagnose --store postgres',
         flags,
-        (client) => diagnoseKey(client, { schema: flags.schema ?? 'twophase', key, ...(flags.tenant ? { tenant: flags.tenant } : {}), ...fingerprint }),
+        (client, postgres) => postgres.diagnoseKey(client, { schema: flags.schema ?? 'twophase', key, ...(flags.tenant ? { tenant: flags.tenant } : {}), ...fingerprint }),
         human,
       );
     });
@@ -189,8 +201,9 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
       }
       if (!checkStore(flags, ['postgres'])) return;
       await withPostgres(
+        'twophase keys purge --store postgres',
         flags,
-        (client) => purgeExpired(client, { schema: flags.schema ?? 'twophase', olderThanMs: flags.olderThan, batchSize: flags.batchSize, dryRun: flags.dryRun }),
+        (client, postgres) => postgres.purgeExpired(client, { schema: flags.schema ?? 'twophase', olderThanMs: flags.olderThan, batchSize: flags.batchSize, dryRun: flags.dryRun }),
         (report) => {
           const r = report as { dryRun: boolean; tables: Record<string, { deleted: number }> };
           return Object.entries(r.tables).map(([t, c]) => `${t}: ${r.dryRun ? 'would delete' : 'deleted'} ${c.deleted}\n`).join('') || 'nothing to purge\n';

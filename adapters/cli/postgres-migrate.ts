@@ -1,10 +1,11 @@
 /**
  * `twophase postgres migrate`: applies the inbox migrations (twophase/postgres) to a database.
  * Opens one connection from `--url` (or $TWOPHASE_DATABASE_URL / $DATABASE_URL) and closes it.
+ * `pg` (an optional peer dependency) and the PostgreSQL adapter are loaded by the command, not
+ * with the CLI.
  */
 import type { Command } from 'commander';
-import { Client } from 'pg';
-import { migrate, parseTenantsTable } from '../postgres';
+import { importPeer, loadOrReport } from './peer';
 import { type CliIo, printCommandError } from './reporters';
 
 /** Environment variables read for the database URL, in order. */
@@ -13,6 +14,21 @@ export const DATABASE_URL_ENVS = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as co
 /** The database URL: `--url`, else the first non-empty of {@link DATABASE_URL_ENVS}; undefined when none is set. */
 export function databaseUrl(flagUrl: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined {
   return flagUrl ?? DATABASE_URL_ENVS.map((name) => env[name]).find((v) => v !== undefined && v !== '');
+}
+
+/** What a PostgreSQL command loads: pg's `Client` and the PostgreSQL adapter. */
+export interface PostgresModules {
+  readonly Client: typeof import('pg').Client;
+  readonly postgres: typeof import('../postgres');
+}
+
+/**
+ * Loads `pg` and the PostgreSQL adapter for `command`.
+ * @throws MissingPeerError when `pg` is not installed
+ */
+export async function loadPostgres(command: string): Promise<PostgresModules> {
+  const [{ Client }, postgres] = await importPeer('pg', command, () => Promise.all([import('pg'), import('../postgres')]));
+  return { Client, postgres };
 }
 
 interface MigrateFlags {
@@ -44,14 +60,17 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
         setExit(2);
         return;
       }
+      const modules = await loadOrReport(io, setExit, () => loadPostgres('twophase postgres migrate'));
+      if (!modules) return;
+      const { Client, postgres } = modules;
       const client = new Client({ connectionString: url });
       client.on('error', () => undefined);
       try {
         await client.connect();
-        const report = await migrate(client, {
+        const report = await postgres.migrate(client, {
           schema: flags.schema,
           dryRun: flags.dryRun,
-          ...(flags.tenantsTable ? { tenants: parseTenantsTable(flags.tenantsTable, flags.tenantsColumn) } : {}),
+          ...(flags.tenantsTable ? { tenants: postgres.parseTenantsTable(flags.tenantsTable, flags.tenantsColumn) } : {}),
         });
         if (flags.json) io.stdout(`${JSON.stringify(report)}\n`);
         else {

@@ -5,9 +5,10 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
 import { addKeysCommands } from './keys-commands';
+import { MissingPeerError } from './peer';
 import { addPostgresCommands } from './postgres-migrate';
 import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './replay';
-import type { ReplayBackendFactory } from './replay-backend';
+import type { ReplayBackend, ReplayBackendFactory } from './replay-backend';
 import { type CliIo, humanReporter, jsonReporter } from './reporters';
 import { packageVersion } from './version';
 
@@ -17,7 +18,7 @@ export const EXIT = {
   ok: 0,
   /** An error stopped the run; messages not replayed stay in the dead-letter queue. */
   failed: 1,
-  /** Invalid command line. */
+  /** Invalid command line, or a command needs an optional peer dependency that is not installed. */
   usage: 2,
 } as const;
 
@@ -88,7 +89,15 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         exitCode = EXIT.usage;
         return;
       }
-      const backend = factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue });
+      let backend: ReplayBackend;
+      try {
+        backend = await factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue });
+      } catch (error) {
+        if (!(error instanceof MissingPeerError)) throw error;
+        io.stderr(`error: ${error.message}\n`);
+        exitCode = EXIT.usage;
+        return;
+      }
       const report = opts.json ? jsonReporter(io) : humanReporter(io);
       try {
         await replayDeadLetters(backend, { source, limit: opts.limit, window: opts.window, dryRun: opts.dryRun, signal: context.signal }, report);

@@ -99,5 +99,14 @@ export interface ReplayBackend<TItem extends ReplayItem = ReplayItem> {
   close(): Promise<void>;
 }
 
-/** Creates a backend from the CLI's options. */
-export type ReplayBackendFactory = (options: { readonly url?: string; readonly toExchange?: string; readonly toRoutingKey?: string; readonly toQueue?: string }) => ReplayBackend;
+/**
+ * Creates a backend from the CLI's options, at once or (loading the broker's client library on
+ * first use) asynchronously.
+ * @throws MissingPeerError (or rejects with it) when the broker's client library is not installed
+ */
+export type ReplayBackendFactory = (options: {
+  readonly url?: string;
+  readonly toExchange?: string;
+  readonly toRoutingKey?: string;
+  readonly toQueue?: string;
+}) => ReplayBackend | Promise<ReplayBackend>;

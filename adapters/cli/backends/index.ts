@@ -1,18 +1,28 @@
 /**
- * Replay backends by `--broker` name. A Kafka backend registers here the same way.
+ * Replay backends by `--broker` name. Each factory loads its backend module (and with it the
+ * broker's client library, an optional peer dependency) only when called, so a service without
+ * kafkajs can still run `twophase dlq replay --broker rabbitmq`, `twophase --version` and the
+ * other commands. A Kafka backend registers here the same way.
  */
+import { importPeer } from '../peer';
 import type { ReplayBackendFactory } from '../replay-backend';
-import { KafkaReplayBackend } from './kafka';
-import { RabbitMqReplayBackend } from './rabbitmq';
 
-/** Known backends. */
+/**
+ * Known backends. A factory rejects with `MissingPeerError` when its client library (amqplib,
+ * kafkajs) is not installed.
+ */
 export const REPLAY_BACKENDS: Readonly<Record<string, ReplayBackendFactory>> = {
-  rabbitmq: (options) =>
-    new RabbitMqReplayBackend({
+  rabbitmq: async (options) => {
+    const { RabbitMqReplayBackend } = await importPeer('amqplib', 'twophase dlq replay --broker rabbitmq', () => import('./rabbitmq'));
+    return new RabbitMqReplayBackend({
       url: options.url,
       toExchange: options.toExchange,
       toRoutingKey: options.toRoutingKey,
       toQueue: options.toQueue,
-    }),
-  kafka: (options) => new KafkaReplayBackend({ url: options.url, toTopic: options.toQueue, toExchange: options.toExchange }),
+    });
+  },
+  kafka: async (options) => {
+    const { KafkaReplayBackend } = await importPeer('kafkajs', 'twophase dlq replay --broker kafka', () => import('./kafka'));
+    return new KafkaReplayBackend({ url: options.url, toTopic: options.toQueue, toExchange: options.toExchange });
+  },
 };
