@@ -80,7 +80,7 @@ interface Generation {
 const tp = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
 /**
- * Consumes Kafka topics for a {@link ConsumerBase} (see the module comment for the design).
+ * Consumes Kafka topics for a {@link twophase!ConsumerBase} (see the module comment for the design).
  *
  * ```ts
  * const source = new KafkaSource({ kafka }, { topics: ['payments'], groupId: 'billing' });

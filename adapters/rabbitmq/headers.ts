@@ -60,7 +60,7 @@ const DEAD_LETTER_HEADERS = [HEADERS.reason, HEADERS.errorMessage, HEADERS.error
 type Headers = Record<string, unknown>;
 
 /** Reads a non-negative integer header that may arrive as a number, a string or a Buffer. */
-export function readCount(headers: Readonly<Headers> | undefined, name: string): number | undefined {
+export function readCount(headers: Readonly<Record<string, unknown>> | undefined, name: string): number | undefined {
   const raw = headers?.[name];
   if (raw === undefined || raw === null) return undefined;
   const value = typeof raw === 'number' ? raw : Number(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw));
@@ -68,7 +68,7 @@ export function readCount(headers: Readonly<Headers> | undefined, name: string):
 }
 
 /** Reads a string header that may arrive as a string or a Buffer. */
-export function readString(headers: Readonly<Headers> | undefined, name: string): string | undefined {
+export function readString(headers: Readonly<Record<string, unknown>> | undefined, name: string): string | undefined {
   const raw = headers?.[name];
   if (typeof raw === 'string') return raw;
   if (Buffer.isBuffer(raw)) return raw.toString('utf8');
@@ -89,7 +89,7 @@ export interface AttemptContext {
  * `expired`): it came back through twophase's delay path, the only way twophase's copies carrying
  * `twophase-attempts` reach the work queue.
  */
-export function cameBackThroughDelayTier(headers: Readonly<Headers> | undefined, queue: string): boolean {
+export function cameBackThroughDelayTier(headers: Readonly<Record<string, unknown>> | undefined, queue: string): boolean {
   const deaths = headers?.['x-death'];
   if (!Array.isArray(deaths)) return false;
   const prefix = `${queue}.delay.`;
@@ -113,7 +113,7 @@ export function cameBackThroughDelayTier(headers: Readonly<Headers> | undefined,
  * set (on a classic queue a producer's value is delivered as is). A fresh message that carries
  * these headers starts at attempt 1.
  */
-export function priorAttempts(headers: Readonly<Headers> | undefined, context: AttemptContext): number | undefined {
+export function priorAttempts(headers: Readonly<Record<string, unknown>> | undefined, context: AttemptContext): number | undefined {
   const counted = cameBackThroughDelayTier(headers, context.queue) ? readCount(headers, HEADERS.attempts) : undefined;
   const returned = context.queueType === 'quorum' ? readCount(headers, DELIVERY_COUNT_HEADER) : undefined;
   if (counted === undefined && returned === undefined) return undefined;
@@ -126,7 +126,7 @@ export function priorAttempts(headers: Readonly<Headers> | undefined, context: A
  * delay queues ({@link cameBackThroughDelayTier}): a route a producer wrote on a fresh message is
  * not recorded on its copies (the replay tool would send it there).
  */
-export function originalRoute(headers: Readonly<Headers> | undefined, fields: { exchange: string; routingKey: string }, queue?: string): { exchange: string; routingKey: string } {
+export function originalRoute(headers: Readonly<Record<string, unknown>> | undefined, fields: { exchange: string; routingKey: string }, queue?: string): { exchange: string; routingKey: string } {
   if (queue !== undefined && !cameBackThroughDelayTier(headers, queue)) return { exchange: fields.exchange, routingKey: fields.routingKey };
   return {
     exchange: readString(headers, HEADERS.originalExchange) ?? fields.exchange,
@@ -181,7 +181,7 @@ function valueSize(value: unknown): number {
 }
 
 /** Estimated encoded size of a header table, bytes. */
-export function headersSize(headers: Readonly<Headers>): number {
+export function headersSize(headers: Readonly<Record<string, unknown>>): number {
   let n = 4;
   for (const [k, v] of Object.entries(headers)) n += 1 + Buffer.byteLength(k) + valueSize(v);
   return n;

@@ -30,7 +30,7 @@ export {
 export { type TopologyPlan, type QueuePlan, type DelayQueuePlan, planTopology, delayQueueName, pickDelayTier } from './topology';
 export type { RabbitMqSourceEvent, RabbitMqSourceEvents, RabbitMqSourceEventName, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
 export type { SettleAction } from './settler';
-export { type PublishedMessage, matchPublished, returnedMessage, deadLetteredMessage } from './publish-match';
+export { type HandedBack, type PublishedMessage, matchPublished, returnedMessage, deadLetteredMessage } from './publish-match';
 export { assertEncodableHeaders, assertPublishable, MAX_HEADER_TABLE_BYTES } from './wire-limits';
 export {
   HEADERS,

@@ -22,7 +22,7 @@ export interface PublishedMessage {
 }
 
 /** A message the broker handed back: its content and properties, and where it was published. */
-interface HandedBack {
+export interface HandedBack {
   readonly content: Buffer;
   readonly properties: Partial<MessageProperties>;
 }

@@ -24,7 +24,7 @@ import { applyTopology, planTopology, type TopologyPlan } from './topology';
 export type { RabbitMqSourceState } from './lifecycle';
 
 /**
- * Consumes a RabbitMQ queue for a {@link ConsumerBase}.
+ * Consumes a RabbitMQ queue for a {@link twophase!ConsumerBase}.
  *
  * ```ts
  * const source = new RabbitMqSource({ url: 'amqp://guest:guest@127.0.0.1:5672', queue: 'payments' });
