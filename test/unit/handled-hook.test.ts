@@ -4,17 +4,7 @@
  * freed at that point.
  */
 import { ack, type ConsumerEvent, InMemoryClaimer, PermanentError, type Receipt, reject, requeue, silentLogger } from '../../src';
-import { FnConsumer, fastOptions, GatedCommitClaimer, recordingDelivery, WrappingClaimer } from './helpers';
-
-const tick = () => new Promise((resolve) => setImmediate(resolve));
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await tick();
-  }
-  throw new Error(`never saw ${what}`);
-}
+import { FnConsumer, fastOptions, GatedCommitClaimer, recordingDelivery, until, WrappingClaimer } from './helpers';
 
 describe('Settler.handled', () => {
   test('is called after the handler acked and while the commit is held; the ack comes only after the commit', async () => {

@@ -197,3 +197,15 @@ export function fastOptions(claimer: Claimer): Omit<ConsumerOptions, 'source'> {
   };
 }
 
+
+/** One event-loop turn (setImmediate). */
+export const tick = (): Promise<unknown> => new Promise((resolve) => setImmediate(resolve));
+
+/** Waits turn by turn (at most 200) until `check()` holds; fails naming `what`. No timers. */
+export async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (check()) return;
+    await tick();
+  }
+  throw new Error(`never saw ${what}`);
+}

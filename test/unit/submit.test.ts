@@ -4,17 +4,7 @@
  * follows with the result. For any other end, `handled` resolves false with `settled`.
  */
 import { ack, InMemoryClaimer, PermanentError, type Receipt, reject, requeue } from '../../src';
-import { FnConsumer, fastOptions, GatedCommitClaimer, recordingDelivery, WrappingClaimer } from './helpers';
-
-const tick = () => new Promise((resolve) => setImmediate(resolve));
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (check()) return;
-    await tick();
-  }
-  throw new Error(`never saw ${what}`);
-}
+import { FnConsumer, fastOptions, GatedCommitClaimer, recordingDelivery, tick, until, WrappingClaimer } from './helpers';
 
 /** Records when a promise settled, to compare moments without racing them. */
 function watch<T>(p: Promise<T>): { done: boolean; value: T | undefined } {
