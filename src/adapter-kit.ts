@@ -21,4 +21,5 @@ export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer
 export type { ConsumerTtls } from './ttl-policy';
 export { truncateErrorMessage, errorType } from './settlement';
 export { Semaphore } from './semaphore';
+export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';

@@ -160,7 +160,7 @@ export class ChunkTransaction implements SharedTransaction {
       await this.borrowed.client.query({ text: rollbackChunk(this.claimer.options.schema, keys), query_timeout: this.claimer.options.operationTimeoutMs } as never);
       this.borrowed.giveBack();
     } catch (error) {
-      this.claimer.logger.warn({ err: error }, `${what}: could not end the chunk's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
+      if (this.claimer.warnings.admit('session_end_failed')) this.claimer.logger.warn({ err: error }, `${what}: could not end the chunk's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
       this.borrowed.giveBack(true);
     }
   }

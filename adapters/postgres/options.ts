@@ -4,7 +4,7 @@
  * copy and validates at construction, naming the field and the value.
  */
 import type { Pool } from 'pg';
-import { type Clock, ConfigurationError } from '../../src';
+import { type Clock, ConfigurationError, consoleWarnLogger } from '../../src';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 
 /** A pino-compatible logger (`logger.warn({ key }, 'message')`). */
@@ -21,7 +21,12 @@ export interface PostgresClaimerDependencies {
    * transactional mode: size the pool above the consumer's concurrency) and never ends it.
    */
   readonly pool: Pool;
-  /** Where warnings go. Default: `console.warn` / `console.error`, tagged. */
+  /**
+   * Where warnings go (pino-compatible). Default: the core's `consoleWarnLogger`, one JSON line
+   * per warning on stderr. Repeated session warnings (a claim's session that could not be ended
+   * cleanly, for example during a `pg_terminate_backend` storm) are rate-limited: a few per 10 s,
+   * then one summary line with the count.
+   */
   readonly logger?: PostgresClaimerLogger;
   /** Monotonic local clock, ms, for operation deadlines only. Default `performance.now()`. */
   readonly clock?: Clock;
@@ -158,8 +163,5 @@ function integerIn(field: string, value: unknown, min: number, max: number): voi
   }
 }
 
-/** The default logger: warnings and errors to the console, tagged. */
-export const consoleLogger: PostgresClaimerLogger = {
-  warn: (obj, msg) => console.warn(`[twophase/postgres] ${msg ?? ''}`, obj),
-  error: (obj, msg) => console.error(`[twophase/postgres] ${msg ?? ''}`, obj),
-};
+/** The default logger: the core's `consoleWarnLogger` (one JSON line per warning or error, on stderr). */
+export const consoleLogger: PostgresClaimerLogger = consoleWarnLogger;

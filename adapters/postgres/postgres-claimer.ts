@@ -16,7 +16,7 @@ import {
   monotonicClock,
   validateKey,
 } from '../../src';
-import { LeaseReceipt, NonAcquiredReceipt, validateClaimOptions } from '../../src/adapter-kit';
+import { LeaseReceipt, LogLimiter, NonAcquiredReceipt, validateClaimOptions } from '../../src/adapter-kit';
 import { toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';
 import {
@@ -76,6 +76,8 @@ export class PostgresClaimer implements Claimer {
   /** @internal */ readonly options: ResolvedPostgresClaimerOptions;
   /** @internal */ readonly logger: PostgresClaimerLogger;
   /** @internal */ readonly clock: Clock;
+  /** @internal Rate limit of repeated session warnings (a few per window, then a summary). */
+  readonly warnings: LogLimiter;
 
   /**
    * @throws ConfigurationError for an invalid option or a missing pool
@@ -88,6 +90,8 @@ export class PostgresClaimer implements Claimer {
     this.pool = dependencies.pool;
     this.logger = dependencies.logger ?? consoleLogger;
     this.clock = dependencies.clock ?? monotonicClock;
+    const logger = this.logger;
+    this.warnings = new LogLimiter({ debug: () => undefined, info: () => undefined, warn: (obj, msg) => logger.warn(obj, msg), error: (obj, msg) => logger.error(obj, msg) }, { claimer: 'postgres' });
     this.transactional = this.options.mode === 'transactional';
     this.sharesTransactions = this.transactional && this.options.transactionBatch === 'per-chunk';
     if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);

@@ -144,7 +144,7 @@ export class TransactionLease implements LeaseOperations {
       await this.run(what, endAttempt(this.claimer.options.schema), [this.digests.lockId, this.digests.scope, forget]);
       this.borrowed.giveBack();
     } catch (error) {
-      this.claimer.logger.warn({ key: this.key, err: error }, `${what}: could not end the claim's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
+      if (this.claimer.warnings.admit('session_end_failed')) this.claimer.logger.warn({ key: this.key, err: error }, `${what}: could not end the claim's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
       this.borrowed.giveBack(true);
     }
   }
