@@ -6,7 +6,7 @@
 import { constants as osConstants } from 'node:os';
 import type { ConsumerHealth } from './consumer-base';
 import { ConfigurationError } from './errors';
-import { checkKnownOptions, optionNames } from './known-options';
+import { checkKnownOptions, describeType, optionNames } from './known-options';
 import { consoleInfoLogger, guardLogger, type Logger } from './logger';
 
 /** What the runner needs of a consumer. */
@@ -97,9 +97,15 @@ const RUNNER_OPTION_NAMES = optionNames<RunnerOptions>()(['signals', 'onShutdown
  * On a signal: logs "shutting down", stops every consumer, runs `onShutdown`, logs "stopped",
  * then applies the exit policy ({@link RunnerOptions.exitProcess}).
  * @throws ConfigurationError for invalid options (an unknown name, a bad timeout)
+ * @throws ConfigurationError when `consumers` is not an array of consumers, or for an invalid option
  * @throws the first start error (for example DeploymentValidationError)
  */
 export async function runConsumers(consumers: readonly RunnableConsumer[], options: RunnerOptions = {}): Promise<Runner> {
+  if (!Array.isArray(consumers)) {
+    throw new ConfigurationError(`runConsumers(consumers, options): consumers must be an array (runConsumers([consumer])), got ${describeType(consumers)}`);
+  }
+  const notConsumer = consumers.findIndex((c: unknown) => typeof (c as RunnableConsumer | undefined)?.start !== 'function' || typeof (c as RunnableConsumer).stop !== 'function');
+  if (notConsumer >= 0) throw new ConfigurationError(`runConsumers: consumers[${notConsumer}] is not a consumer (no start() and stop()), got ${describeType(consumers[notConsumer])}`);
   checkKnownOptions('runConsumers options', options, RUNNER_OPTION_NAMES);
   const logger = guardLogger(options.logger ?? consoleInfoLogger);
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];

@@ -3,7 +3,7 @@
  * its lifecycle lines and the default exit deadline. The child-process tests on RabbitMQ + Redis
  * (test/integration/rabbitmq/runner-exit.test.ts) cover the exit itself.
  */
-import { ack, EXIT_MARGIN_MS, InMemoryClaimer, type Logger, runConsumers } from '../../src';
+import { ack, ConfigurationError, EXIT_MARGIN_MS, InMemoryClaimer, type Logger, runConsumers } from '../../src';
 import { FnConsumer, fastOptions, ManualSource } from './helpers';
 import { waitFor } from '../support/wait';
 
@@ -14,6 +14,13 @@ function recording(): { lines: { level: string; msg?: string; obj: Record<string
 }
 
 describe('runConsumers shutdown steps', () => {
+  test('a consumer passed without the array, or an array holding something else, is a ConfigurationError naming the mistake', async () => {
+    const lone = { start: async () => undefined, stop: async () => undefined, health: () => ({}) as never };
+    await expect(runConsumers(lone as never, { signals: [], exitProcess: false })).rejects.toThrow(/consumers must be an array \(runConsumers\(\[consumer\]\)\), got an object/);
+    await expect(runConsumers([lone, 'payments'] as never, { signals: [], exitProcess: false })).rejects.toThrow(/consumers\[1\] is not a consumer.*'payments' \(a string\)/);
+    await expect(runConsumers(lone as never)).rejects.toBeInstanceOf(ConfigurationError);
+  });
+
   test('SIGTERM: "shutting down", consumers stopped, then the steps in order (a failing or hanging one logged, the next still run), then "stopped"', async () => {
     const source = new ManualSource();
     const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), source, shutdownTimeoutMs: 2000 }, async () => ack());
