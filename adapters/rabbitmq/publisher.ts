@@ -121,6 +121,8 @@ export class RabbitMqPublisher {
   private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
   private manager: AmqpConnectionManager | undefined;
   private publisher: ConfirmPublisher | undefined;
+  /** Set by close(): a publish after it says so (connect() again to reuse the publisher). */
+  private closed = false;
   private connecting: Promise<void> | undefined;
 
   /** @throws ConfigurationError for an invalid option */
@@ -154,6 +156,7 @@ export class RabbitMqPublisher {
 
   private async connectNow(): Promise<void> {
     if (this.publisher) return;
+    this.closed = false;
     const manager = connect(this.urls, {
       heartbeatIntervalInSeconds: this.heartbeatSeconds,
       reconnectTimeInSeconds: this.reconnectDelayMs / 1000,
@@ -187,7 +190,7 @@ export class RabbitMqPublisher {
    *   short string over 255 bytes; nothing was sent
    */
   async publish(exchange: string, routingKey: string, body: MessageBody, options: PublishMessageOptions = {}): Promise<PublishReceipt> {
-    if (!this.publisher) throw new ConfigurationError('RabbitMqPublisher.publish() called before connect()');
+    if (!this.publisher) throw new ConfigurationError(`RabbitMqPublisher.publish() called ${this.closed ? 'after close()' : 'before connect()'}`);
     const built = buildPublish(body, options);
     const { content, receipt } = built;
     let { properties } = built;
@@ -206,6 +209,7 @@ export class RabbitMqPublisher {
 
   /** Closes the channel and the connection. Safe to repeat. */
   async close(): Promise<void> {
+    this.closed = true;
     const publisher = this.publisher;
     const manager = this.manager;
     this.publisher = undefined;

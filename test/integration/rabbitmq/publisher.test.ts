@@ -22,6 +22,17 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await h.cleanup();
   });
 
+  test('a publish after close() says so (not "before connect()"); connect() again makes the publisher usable', async () => {
+    const queue = h.queue('pub-closed');
+    await (await h.admin.ch()).assertQueue(queue);
+    await publisher.close();
+    await expect(publisher.sendToQueue(queue, { n: 1 })).rejects.toThrow(/called after close\(\)/);
+    const fresh = new RabbitMqPublisher({ url: AMQP_URL });
+    await expect(fresh.sendToQueue(queue, { n: 1 })).rejects.toThrow(/called before connect\(\)/);
+    await publisher.connect();
+    await expect(publisher.sendToQueue(queue, { n: 2 })).resolves.toMatchObject({ idempotencyKey: expect.any(String) });
+  });
+
   test('a key over 255 bytes travels whole in idempotency-key, with its SHA-256 as the message id; a U+FFFD key is refused', async () => {
     const queue = h.queue('pub-long');
     const source = h.source({ queue });
