@@ -154,7 +154,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     }
     (result as { durationMs: number }).durationMs = performance.now() - started;
     trace.end(result);
-    this.failures.record(result);
+    this.failures.record(result, delivery);
     run.releasePermit();
     this.ended();
     return result;

@@ -15,6 +15,7 @@
  * - an ack whose commit failed (`commit_failed`, `lease_lost`: the effect may repeat): error.
  * Not failures, not logged: commits, duplicates, busy requeues, shutdown requeues.
  */
+import type { Delivery } from './delivery';
 import type { Logger } from './logger';
 import type { LogLimiter } from './log-limiter';
 import type { DeliveryResult } from './observer';
@@ -34,15 +35,19 @@ export class FailureLog {
     private readonly maxAttempts: number,
   ) {}
 
-  /** Logs and counts `result` if it is a failure; returns at once for the rest. */
-  record(result: DeliveryResult): void {
+  /**
+   * Logs and counts `result` if it is a failure; returns at once for the rest. Dead-letter lines
+   * also name the delivery (its message id, queue or topic, and the broker's attributes such as
+   * partition and offset), so a message without a usable key can still be found.
+   */
+  record(result: DeliveryResult, delivery?: Pick<Delivery, 'messageId' | 'metadata'>): void {
     const action = result.action;
     if (action === 'ack') {
       if (result.outcome === 'commit_failed' || result.outcome === 'lease_lost') this.commitFailed(result);
       return;
     }
     if (action === 'reject') {
-      this.deadLettered(result);
+      this.deadLettered(result, delivery);
       return;
     }
     const cause = result.reason;
@@ -80,12 +85,22 @@ export class FailureLog {
     return Object.fromEntries(this.deadLetterCounts);
   }
 
-  private deadLettered(result: DeliveryResult): void {
+  private deadLettered(result: DeliveryResult, delivery: Pick<Delivery, 'messageId' | 'metadata'> | undefined): void {
     let reason = result.reason ?? 'unknown';
     if (!this.deadLetterCounts.has(reason) && this.deadLetterCounts.size >= MAX_COUNTED_REASONS) reason = 'other';
     this.deadLetterCounts.set(reason, (this.deadLetterCounts.get(reason) ?? 0) + 1);
     if (!this.limiter.admit(reason)) return;
-    const fields = { consumer: this.consumer, key: result.key, reason, attempt: result.attempt, destination: 'dead-letter', err: result.error };
+    const fields = {
+      consumer: this.consumer,
+      key: result.key,
+      messageId: delivery?.messageId,
+      source: delivery?.metadata.destination,
+      attributes: delivery?.metadata.attributes,
+      reason,
+      attempt: result.attempt,
+      destination: 'dead-letter',
+      err: result.error,
+    };
     if (HANDLER_FAILURES.has(reason)) this.logger.error(fields, `twophase: message dead-lettered (${reason})`);
     else this.logger.warn(fields, `twophase: message dead-lettered (${reason})`);
   }

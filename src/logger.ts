@@ -8,12 +8,15 @@ export interface Logger {
   error(obj: object, msg?: string): void;
 }
 
-/** Default logger: silent for debug and info; warn and error as JSON lines on stderr. */
+/**
+ * Default logger: silent for debug and info; warn and error as JSON lines on stderr, each with
+ * `level`, `time` (Unix ms, as pino writes it), `msg` and the fields.
+ */
 export const consoleWarnLogger: Logger = {
   debug: () => undefined,
   info: () => undefined,
-  warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', msg, ...serialise(obj) })}\n`),
-  error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', msg, ...serialise(obj) })}\n`),
+  warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', time: Date.now(), msg, ...serialise(obj) })}\n`),
+  error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', time: Date.now(), msg, ...serialise(obj) })}\n`),
 };
 
 /**
@@ -22,7 +25,7 @@ export const consoleWarnLogger: Logger = {
  */
 export const consoleInfoLogger: Logger = {
   ...consoleWarnLogger,
-  info: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'info', msg, ...serialise(obj) })}\n`),
+  info: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'info', time: Date.now(), msg, ...serialise(obj) })}\n`),
 };
 
 /**

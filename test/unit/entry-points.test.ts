@@ -31,6 +31,9 @@ const KIT_VALUES = [
   'truncateErrorMessage',
   'errorType',
   'Semaphore',
+  'LogLimiter',
+  'LOG_BURST',
+  'LOG_WINDOW_MS',
   'AdapterEvents',
 ];
 

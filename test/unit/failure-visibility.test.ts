@@ -72,6 +72,23 @@ describe('each failure logs one line with key, reason and destination', () => {
     expect(lines).toEqual([expect.objectContaining({ level: 'error', obj: expect.objectContaining({ key: 'test:k', reason: 'invalid_disposition', destination: 'dead-letter' }) })]);
   });
 
+  test('a dead-letter line names the delivery: a keyless message is found by its queue and the broker attributes (partition, offset)', async () => {
+    const { lines, logger } = recordingLogger();
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), logger }, async () => ack());
+    await consumer.start();
+    const delivery = recordingDelivery({ key: null });
+    const keyless = { ...delivery, metadata: { ...delivery.metadata, destination: 'payments', attributes: { partition: 3, offset: '1042' } } };
+    await consumer.dispatch(keyless);
+    const invalid = recordingDelivery({ key: 'k', messageId: 'm-7', raw: Buffer.from('{not json') });
+    await consumer.dispatch(invalid);
+    await consumer.stop();
+    const dead = failures(lines).filter((l) => l.obj.destination === 'dead-letter');
+    expect(dead.map((l) => l.obj)).toEqual([
+      expect.objectContaining({ reason: 'missing_key', source: 'payments', attributes: { partition: 3, offset: '1042' } }),
+      expect.objectContaining({ reason: 'invalid_body', key: 'test:k', messageId: 'm-7', source: 'q' }),
+    ]);
+  });
+
   test.each([
     ['missing_key', { key: null }],
     ['invalid_body', { key: 'k', raw: Buffer.from('{not json') }],
