@@ -11,7 +11,7 @@ import { commitEach } from './commit-many';
 import { type Clock, monotonicClock } from './clock';
 import { ConfigurationError, KeyConflictError } from './errors';
 import { validateClaimOptions, validateKey } from './keys';
-import { checkKnownOptions, optionNames } from './known-options';
+import { checkKnownOptions, describeType, optionNames } from './known-options';
 import { DEFAULT_MAX_RESULT_BYTES } from './limits';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt } from './receipt';
 import { decodeResult } from './result-codec';
@@ -94,14 +94,14 @@ export class InMemoryClaimer implements Claimer {
     this.maxResultBytes = options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES;
     this.sweepPerClaim = options.sweepPerClaim ?? 4;
     if (!Number.isInteger(this.maxResultBytes) || this.maxResultBytes <= 0) {
-      throw new ConfigurationError(`maxResultBytes must be a positive integer, got ${this.maxResultBytes}`);
+      throw new ConfigurationError(`maxResultBytes must be a positive integer, got ${describeType(this.maxResultBytes)}`);
     }
     if (!Number.isInteger(this.sweepPerClaim) || this.sweepPerClaim < 1) {
-      throw new ConfigurationError(`sweepPerClaim must be an integer ≥ 1, got ${this.sweepPerClaim}`);
+      throw new ConfigurationError(`sweepPerClaim must be an integer ≥ 1, got ${describeType(this.sweepPerClaim)}`);
     }
     this.maxKeys = options.maxKeys;
     if (this.maxKeys !== undefined && (!Number.isInteger(this.maxKeys) || this.maxKeys < 1)) {
-      throw new ConfigurationError(`maxKeys must be an integer ≥ 1, got ${String(this.maxKeys)}`);
+      throw new ConfigurationError(`maxKeys must be an integer ≥ 1, got ${describeType(this.maxKeys)}`);
     }
   }
 

@@ -13,6 +13,11 @@ async function acquire(claimer: InMemoryClaimer, key: string): Promise<AcquiredC
 }
 
 describe('InMemoryClaimer maxKeys', () => {
+  test('a maxKeys of the wrong type is refused naming the type (a string "10" is not 10)', () => {
+    expect(() => new InMemoryClaimer({ maxKeys: '10' as never })).toThrow(/maxKeys must be an integer ≥ 1, got '10' \(a string\)/);
+    expect(() => new InMemoryClaimer({ sweepPerClaim: '2' as never })).toThrow(/got '2' \(a string\)/);
+  });
+
   test('a new key over maxKeys evicts the oldest committed record, counted in evictions', async () => {
     const claimer = new InMemoryClaimer({ maxKeys: 3 });
     for (const key of ['a', 'b', 'c']) await (await acquire(claimer, key)).commit();
