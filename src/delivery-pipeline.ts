@@ -304,7 +304,10 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const receipt = run.receipt!;
     const deadlineMs = this.options.commitDeadlineMs;
     const batch = receipt.transaction === undefined ? this.batcher?.commit : undefined;
-    const committing = run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger, batch));
+    // No closure on the per-message path unless an observer wraps the step (as for claim, handle, settle).
+    const committing = run.trace.wrapsSteps
+      ? run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger, batch))
+      : commitWithin(receipt, value, deadlineMs, this.logger, batch);
     if (receipt.transaction === undefined) {
       this.markHandled(run, true);
       return committing;
