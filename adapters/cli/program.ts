@@ -58,7 +58,8 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
   dlq
     .command('replay')
     .description(
-      'Move dead-lettered messages back to the exchange and routing key they were first published to. ' +
+      'Move dead-lettered messages back to the work queue the dead-letter queue belongs to (RabbitMQ: straight to the queue, ' +
+        'never to a route recorded in message headers unless --trust-recorded-route; Kafka: the topic twophase recorded). ' +
         'Each copy is confirmed by the broker before its DLQ copy is removed, so stopping or killing the tool loses nothing.',
     )
     .argument('<dlq>', 'dead-letter queue to replay from (for example orders.dlq)')
@@ -71,8 +72,30 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
     .option('--to-exchange <exchange>', 'send to this exchange instead of the original one')
     .option('--to-routing-key <key>', 'routing key to use with --to-exchange (default: the original)')
     .option('--to-queue <queue>', 'send straight to this queue (default exchange) instead of the original route')
+    .option('--queue <queue>', 'RabbitMQ: the work queue the DLQ belongs to, where messages go back (default: the DLQ name less ".dlq")')
+    .option(
+      '--trust-recorded-route',
+      'RabbitMQ: send each message to the exchange and routing key recorded in its headers; anyone who can publish to the work exchange can write them',
+      false,
+    )
     .exitOverride()
-    .action(async (source: string, opts: { broker: string; url?: string; limit?: number; window?: number; dryRun: boolean; json: boolean; toExchange?: string; toRoutingKey?: string; toQueue?: string }) => {
+    .action(
+      async (
+        source: string,
+        opts: {
+          broker: string;
+          url?: string;
+          limit?: number;
+          window?: number;
+          dryRun: boolean;
+          json: boolean;
+          toExchange?: string;
+          toRoutingKey?: string;
+          toQueue?: string;
+          queue?: string;
+          trustRecordedRoute: boolean;
+        },
+      ) => {
       const factory = backends[opts.broker];
       if (!factory) {
         io.stderr(`error: unknown --broker "${opts.broker}" (known: ${Object.keys(backends).join(', ')})\n`);
@@ -91,7 +114,14 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
       }
       let backend: ReplayBackend;
       try {
-        backend = await factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue });
+        backend = await factory({
+          url: opts.url ?? env[AMQP_URL_ENV],
+          toExchange: opts.toExchange,
+          toRoutingKey: opts.toRoutingKey,
+          toQueue: opts.toQueue,
+          workQueue: opts.queue,
+          trustRecordedRoute: opts.trustRecordedRoute ? true : undefined,
+        });
       } catch (error) {
         if (!(error instanceof MissingPeerError)) throw error;
         io.stderr(`error: ${error.message}\n`);
@@ -107,7 +137,8 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         else io.stderr(`error: ${message}\n`);
         exitCode = EXIT.failed;
       }
-    });
+      },
+    );
   const setExit = (code: number) => {
     exitCode = code;
   };

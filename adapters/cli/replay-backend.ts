@@ -33,6 +33,12 @@ export interface ReplayItem {
   readonly errorMessage?: string;
   /** Where `republish` would send it; undefined when the message carries no route. */
   readonly destination?: ReplayDestination;
+  /**
+   * The route the message records (headers a publisher can write) when it points elsewhere than
+   * `destination` and was therefore not followed, with the reason, for example
+   * `exchange "audit" routing key "x": it was dead-lettered from queue "a", not from "orders"`.
+   */
+  readonly refusedRoute?: string;
 }
 
 /**
@@ -109,4 +115,8 @@ export type ReplayBackendFactory = (options: {
   readonly toExchange?: string;
   readonly toRoutingKey?: string;
   readonly toQueue?: string;
+  /** The work queue the dead-letter source belongs to (`--queue`). */
+  readonly workQueue?: string;
+  /** Follow the route each message records (`--trust-recorded-route`). */
+  readonly trustRecordedRoute?: boolean;
 }) => ReplayBackend | Promise<ReplayBackend>;

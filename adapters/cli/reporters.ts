@@ -35,6 +35,7 @@ export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
           attempts: item.attempts,
           errorMessage: item.errorMessage,
           destination: destination?.description,
+          refusedRoute: item.refusedRoute,
           error: event.error,
         })}\n`,
       );
@@ -92,7 +93,8 @@ export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
         const where = event.destination ? ` → ${event.destination.description}` : '';
         const error = event.error ? `: ${event.error}` : '';
         const recorded = event.outcome === 'would_replay' || (event.outcome === 'skipped' && event.item.errorMessage !== undefined) ? errorText(event.item.errorMessage) : '';
-        io.stderr(`[${event.index}/${event.planned}] ${verb} ${who}${why}${where}${error}${recorded}\n`);
+        const refused = event.item.refusedRoute !== undefined ? ` — recorded route refused: ${event.item.refusedRoute}` : '';
+        io.stderr(`[${event.index}/${event.planned}] ${verb} ${who}${why}${where}${refused}${error}${recorded}\n`);
         return;
       }
       case 'done': {

@@ -83,22 +83,50 @@ export interface AttemptContext {
   readonly queueType: 'classic' | 'quorum';
 }
 
+/** The delivery fields the trust checks read. */
+export interface DeliveryRoute {
+  readonly exchange: string;
+  readonly routingKey: string;
+}
+
 /**
- * True when the broker's dead-letter history (`x-death`, "Dead Letter Exchanges" docs) shows the
- * message expired out of one of `queue`'s delay queues (`<queue>.delay.<ms>ms`, reason
- * `expired`): it came back through twophase's delay path, the only way twophase's copies carrying
- * `twophase-attempts` reach the work queue.
+ * Largest `twophase-attempts` value taken from a header: the largest `maxAttempts` a consumer
+ * accepts. A larger count cannot have been written by twophase and is treated as absent.
  */
-export function cameBackThroughDelayTier(headers: Readonly<Record<string, unknown>> | undefined, queue: string): boolean {
+export const MAX_RECORDED_ATTEMPTS = 1000;
+
+/** The newest entry of the broker's dead-letter history (the broker puts it first, "Dead Letter Exchanges" docs). */
+function newestDeath(headers: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> | undefined {
   const deaths = headers?.['x-death'];
-  if (!Array.isArray(deaths)) return false;
+  if (!Array.isArray(deaths) || deaths.length === 0) return undefined;
+  const entry: unknown = deaths[0];
+  return entry !== null && typeof entry === 'object' ? (entry as Record<string, unknown>) : undefined;
+}
+
+/** True when `name` is one of `queue`'s delay queues (`<queue>.delay.<ms>ms`). */
+function isDelayQueueOf(name: string, queue: string): boolean {
   const prefix = `${queue}.delay.`;
-  return deaths.some((entry: unknown) => {
-    if (entry === null || typeof entry !== 'object') return false;
-    const death = entry as Record<string, unknown>;
-    const name = readString(death, 'queue');
-    return readString(death, 'reason') === 'expired' && name !== undefined && name.startsWith(prefix) && /^\d+ms$/.test(name.slice(prefix.length));
-  });
+  return name.startsWith(prefix) && /^\d+ms$/.test(name.slice(prefix.length));
+}
+
+/**
+ * True when the delivery came back through one of `queue`'s delay queues (`<queue>.delay.<ms>ms`),
+ * the only way twophase's copies carrying `twophase-attempts` reach the work queue. Both must hold:
+ * - the delivery arrived through the default exchange with `queue` as routing key, which is how a
+ *   delay queue dead-letters its expired messages (its `x-dead-letter-exchange` is `""`). A
+ *   producer allowed to publish to the work exchange only cannot produce such a delivery: writing
+ *   to the default exchange needs write permission on `amq.default` (RabbitMQ "Access Control" docs);
+ * - the newest `x-death` entry (the broker puts the newest first, "Dead Letter Exchanges" docs)
+ *   names one of those delay queues with reason `expired`.
+ * The `x-death` history alone proves nothing: RabbitMQ 3.x delivers a client-written `x-death` as sent.
+ * Without `fields` (a caller that has only the headers) the answer is false.
+ */
+export function cameBackThroughDelayTier(headers: Readonly<Record<string, unknown>> | undefined, queue: string, fields?: DeliveryRoute): boolean {
+  if (fields === undefined || fields.exchange !== '' || fields.routingKey !== queue) return false;
+  const death = newestDeath(headers);
+  if (!death) return false;
+  const name = readString(death, 'queue');
+  return readString(death, 'reason') === 'expired' && name !== undefined && isDelayQueueOf(name, queue);
 }
 
 /**
@@ -108,13 +136,14 @@ export function cameBackThroughDelayTier(headers: Readonly<Record<string, unknow
  * present or trusted. Used for attempt accounting only, never for deduplication.
  *
  * Bookkeeping headers are not taken from producers: `twophase-attempts` counts only when the
- * message came back through one of the queue's delay queues ({@link cameBackThroughDelayTier}),
- * and `x-delivery-count` only on a quorum queue, where the broker overwrites any value a producer
- * set (on a classic queue a producer's value is delivered as is). A fresh message that carries
- * these headers starts at attempt 1.
+ * message came back through one of the queue's delay queues ({@link cameBackThroughDelayTier})
+ * and is at most {@link MAX_RECORDED_ATTEMPTS}, and `x-delivery-count` only on a quorum queue,
+ * where the broker overwrites any value a producer set (on a classic queue a producer's value is
+ * delivered as is). A fresh message that carries these headers starts at attempt 1.
  */
-export function priorAttempts(headers: Readonly<Record<string, unknown>> | undefined, context: AttemptContext): number | undefined {
-  const counted = cameBackThroughDelayTier(headers, context.queue) ? readCount(headers, HEADERS.attempts) : undefined;
+export function priorAttempts(headers: Readonly<Record<string, unknown>> | undefined, context: AttemptContext, fields?: DeliveryRoute): number | undefined {
+  const recorded = cameBackThroughDelayTier(headers, context.queue, fields) ? readCount(headers, HEADERS.attempts) : undefined;
+  const counted = recorded !== undefined && recorded <= MAX_RECORDED_ATTEMPTS ? recorded : undefined;
   const returned = context.queueType === 'quorum' ? readCount(headers, DELIVERY_COUNT_HEADER) : undefined;
   if (counted === undefined && returned === undefined) return undefined;
   return (counted ?? 0) + (returned ?? 0);
@@ -124,10 +153,10 @@ export function priorAttempts(headers: Readonly<Record<string, unknown>> | undef
  * Where a message was first published: the adapter's headers, else the delivery's own fields.
  * With `queue`, the headers count only when the message came back through one of that queue's
  * delay queues ({@link cameBackThroughDelayTier}): a route a producer wrote on a fresh message is
- * not recorded on its copies (the replay tool would send it there).
+ * not recorded on its copies.
  */
-export function originalRoute(headers: Readonly<Record<string, unknown>> | undefined, fields: { exchange: string; routingKey: string }, queue?: string): { exchange: string; routingKey: string } {
-  if (queue !== undefined && !cameBackThroughDelayTier(headers, queue)) return { exchange: fields.exchange, routingKey: fields.routingKey };
+export function originalRoute(headers: Readonly<Record<string, unknown>> | undefined, fields: DeliveryRoute, queue?: string): { exchange: string; routingKey: string } {
+  if (queue !== undefined && !cameBackThroughDelayTier(headers, queue, fields)) return { exchange: fields.exchange, routingKey: fields.routingKey };
   return {
     exchange: readString(headers, HEADERS.originalExchange) ?? fields.exchange,
     routingKey: readString(headers, HEADERS.originalRoutingKey) ?? fields.routingKey,
@@ -275,25 +304,71 @@ function withDeadLetterHeaders(
 }
 
 /**
- * Where a dead-lettered message should be replayed to: the adapter's original-route headers,
- * else the most recent `x-death` entry (a message the broker dead-lettered itself, for example
- * at a quorum queue's delivery limit), else undefined.
+ * The route a dead-lettered message records, and who recorded it.
+ * - `broker`: the broker dead-lettered the message itself (a per-message or queue TTL, a length
+ *   limit, a quorum queue's delivery limit, a `nack` without requeue). The route and queue come
+ *   from the newest `x-death` entry, which the broker wrote when it dead-lettered the message;
+ *   `twophase-original-*` headers on such a message were written by whoever published it and are
+ *   ignored (reported in `ignored`).
+ * - `twophase`: twophase published the dead-letter copy; the route is its
+ *   `twophase-original-exchange` / `-routing-key` headers and the queue its `twophase-original-queue`.
  */
-export function replayRoute(message: DeliveredMessage): { exchange: string; routingKey: string } | undefined {
+export interface RecordedRoute {
+  readonly recordedBy: 'broker' | 'twophase';
+  readonly exchange: string;
+  readonly routingKey: string;
+  /** The queue the message was dead-lettered from, when recorded. */
+  readonly queue?: string;
+  /** `twophase-original-*` route headers found on a message the broker dead-lettered, ignored. */
+  readonly ignored?: { readonly exchange?: string; readonly routingKey?: string; readonly queue?: string };
+}
+
+/**
+ * The route a dead-lettered message records ({@link RecordedRoute}); undefined when it records
+ * none. A message counts as dead-lettered by the broker when its newest `x-death` entry names a
+ * queue that is not a delay queue (`*.delay.<ms>ms`): a twophase dead-letter copy keeps the
+ * `x-death` of the delivery it copied, whose newest entry, if any, is a delay queue's `expired`.
+ *
+ * Everything here was written by a publisher or by the broker on a publisher's behalf: it tells
+ * an operator where the message came from, and is no proof of where it may be sent.
+ */
+export function recordedRoute(message: DeliveredMessage): RecordedRoute | undefined {
   const headers = message.properties.headers;
-  const exchange = readString(headers, HEADERS.originalExchange);
-  const routingKey = readString(headers, HEADERS.originalRoutingKey);
-  if (exchange !== undefined && routingKey !== undefined) return { exchange, routingKey };
-  const deaths = headers?.['x-death'];
-  if (Array.isArray(deaths) && deaths.length > 0) {
-    const last = deaths[0] as { exchange?: unknown; 'routing-keys'?: unknown };
-    const keys = last['routing-keys'];
-    const rk = Array.isArray(keys) && keys.length > 0 ? keys[0] : undefined;
-    const ex = typeof last.exchange === 'string' ? last.exchange : Buffer.isBuffer(last.exchange) ? last.exchange.toString('utf8') : undefined;
-    const key = typeof rk === 'string' ? rk : Buffer.isBuffer(rk) ? rk.toString('utf8') : undefined;
-    if (ex !== undefined && key !== undefined) return { exchange: ex, routingKey: key };
+  const headerRoute = {
+    exchange: readString(headers, HEADERS.originalExchange),
+    routingKey: readString(headers, HEADERS.originalRoutingKey),
+    queue: readString(headers, HEADERS.originalQueue),
+  };
+  const death = newestDeath(headers);
+  const deathQueue = death ? readString(death, 'queue') : undefined;
+  if (death && deathQueue !== undefined && readString(death, 'reason') !== undefined && !/\.delay\.\d+ms$/.test(deathQueue)) {
+    const keys = death['routing-keys'];
+    const rk: unknown = Array.isArray(keys) && keys.length > 0 ? keys[0] : undefined;
+    const exchange = readString(death, 'exchange');
+    const routingKey = typeof rk === 'string' ? rk : Buffer.isBuffer(rk) ? rk.toString('utf8') : undefined;
+    const forged = headerRoute.exchange !== undefined || headerRoute.routingKey !== undefined || headerRoute.queue !== undefined;
+    return {
+      recordedBy: 'broker',
+      exchange: exchange ?? '',
+      routingKey: routingKey ?? deathQueue,
+      queue: deathQueue,
+      ...(forged ? { ignored: headerRoute } : {}),
+    };
+  }
+  if (headerRoute.exchange !== undefined && headerRoute.routingKey !== undefined) {
+    return { recordedBy: 'twophase', exchange: headerRoute.exchange, routingKey: headerRoute.routingKey, ...(headerRoute.queue !== undefined ? { queue: headerRoute.queue } : {}) };
   }
   return undefined;
+}
+
+/**
+ * The exchange and routing key a dead-lettered message records ({@link recordedRoute}), else
+ * undefined. Written by publishers: follow it only where everyone allowed to publish to the work
+ * queue is trusted (`twophase dlq replay --trust-recorded-route`).
+ */
+export function replayRoute(message: DeliveredMessage): { exchange: string; routingKey: string } | undefined {
+  const recorded = recordedRoute(message);
+  return recorded ? { exchange: recorded.exchange, routingKey: recorded.routingKey } : undefined;
 }
 
 /**

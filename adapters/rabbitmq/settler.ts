@@ -99,7 +99,7 @@ export class DeliverySettler implements Settler {
     if (!this.claim('requeue')) return;
     try {
       this.assertOpen('requeue');
-      const prior = priorAttempts(this.message.properties.headers, this.context) ?? 0;
+      const prior = priorAttempts(this.message.properties.headers, this.context, this.message.fields) ?? 0;
       const attempts = info.cause === 'retry' ? Math.max(info.attempt ?? 0, prior + 1) : prior;
       // A copy that carries attempts goes through a delay queue even for a 0 ms delay (the
       // shortest tier): only the broker's dead-letter history from a delay queue makes the next

@@ -239,7 +239,7 @@ export class Subscription {
         system: 'rabbitmq',
         destination: this.options.queue,
         redelivered: fields.redelivered,
-        priorAttempts: priorAttempts(headers, this.parts.settlement),
+        priorAttempts: priorAttempts(headers, this.parts.settlement, message.fields),
         attributes: {
           exchange: fields.exchange,
           routingKey: fields.routingKey,

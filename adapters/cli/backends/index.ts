@@ -19,10 +19,12 @@ export const REPLAY_BACKENDS: Readonly<Record<string, ReplayBackendFactory>> = {
       toExchange: options.toExchange,
       toRoutingKey: options.toRoutingKey,
       toQueue: options.toQueue,
+      workQueue: options.workQueue,
+      trustRecordedRoute: options.trustRecordedRoute,
     });
   },
   kafka: async (options) => {
     const { KafkaReplayBackend } = await importPeer('kafkajs', 'twophase dlq replay --broker kafka', () => import('./kafka'));
-    return new KafkaReplayBackend({ url: options.url, toTopic: options.toQueue, toExchange: options.toExchange });
+    return new KafkaReplayBackend({ url: options.url, toTopic: options.toQueue, toExchange: options.toExchange, workQueue: options.workQueue, trustRecordedRoute: options.trustRecordedRoute });
   },
 };

@@ -49,6 +49,10 @@ export interface KafkaReplayOptions {
   readonly toTopic?: string;
   /** The CLI's `--to-exchange`: no meaning for Kafka; given, `open` fails with a usage error. */
   readonly toExchange?: string;
+  /** The CLI's `--queue`: no meaning for Kafka (records go back to the topic twophase recorded); given, `open` fails. */
+  readonly workQueue?: string;
+  /** The CLI's `--trust-recorded-route`: no meaning for Kafka; given, `open` fails. */
+  readonly trustRecordedRoute?: boolean;
   /** Consumer group that tracks what was replayed. Default `twophase-dlq-replay.<dlq topic>`. */
   readonly groupId?: string;
   /** How long `next` waits for the next record before giving up, ms. Default 30 000. */
@@ -115,6 +119,11 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
 
   constructor(private readonly options: KafkaReplayOptions = {}) {
     if (options.toExchange !== undefined) this.refused = new Error('--to-exchange has no meaning for Kafka; use --to-queue <topic> to send every record to one topic');
+    else if (options.workQueue !== undefined || options.trustRecordedRoute === true) {
+      this.refused = new Error(
+        `${options.workQueue !== undefined ? '--queue' : '--trust-recorded-route'} has no meaning for Kafka: a record goes back to the topic twophase recorded when it dead-lettered it; use --to-queue <topic> to send every record to one topic`,
+      );
+    }
     if (options.client) {
       this.client = options.client;
     } else {

@@ -1,8 +1,13 @@
 /**
  * The RabbitMQ replay backend: takes messages from a dead-letter queue with `basic.get` (not
- * acknowledged yet), republishes each to the exchange and routing key it was first published to
- * (headers `twophase-original-exchange` / `twophase-original-routing-key`, else the newest
- * `x-death` entry), waits for the publisher confirm, and only then acks the DLQ copy.
+ * acknowledged yet), republishes each straight to the work queue the DLQ belongs to (through the
+ * default exchange), waits for the publisher confirm, and only then acks the DLQ copy.
+ *
+ * The destination never comes from the message: its headers (`twophase-original-*`, `x-death`)
+ * can be written by anyone allowed to publish to the work exchange. The work queue is `--queue`,
+ * else the DLQ's name less `.dlq` (twophase's default naming) when that queue exists. A recorded
+ * route is followed only with `trustRecordedRoute` (`--trust-recorded-route`); a recorded route
+ * that points away from the work queue is reported as refused on the message's line.
  *
  * Plain amqplib, no automatic reconnect: a CLI run should fail fast and be re-run. If the
  * process dies, every message taken and not yet acked returns to the DLQ (the broker requeues
@@ -19,8 +24,9 @@ import {
   type PublishedMessage,
   readCount,
   readString,
+  recordedRoute,
+  type RecordedRoute,
   replayProperties,
-  replayRoute,
   returnedMessage,
 } from '../../rabbitmq';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayOpenContext } from '../replay-backend';
@@ -39,6 +45,18 @@ export interface RabbitMqReplayOptions {
   readonly toRoutingKey?: string;
   /** Send every message straight to this queue (default exchange), instead of its original route. */
   readonly toQueue?: string;
+  /**
+   * The work queue the DLQ belongs to, where messages are replayed (through the default
+   * exchange). Default: the DLQ's name less `.dlq`, when that queue exists.
+   */
+  readonly workQueue?: string;
+  /**
+   * Follow the exchange and routing key each message records instead of sending it to the work
+   * queue: for a message the broker dead-lettered, its newest `x-death` entry; else its
+   * `twophase-original-exchange` / `-routing-key` headers. Anyone allowed to publish to the work
+   * exchange can write these; set it only when every such publisher is trusted. Default false.
+   */
+  readonly trustRecordedRoute?: boolean;
   /** Confirm deadline of one republish, ms. Default 10 000. */
   readonly publishTimeoutMs?: number;
   /**
@@ -60,6 +78,9 @@ export interface RabbitItem extends ReplayItem {
   readonly channel: Channel;
   readonly route?: { readonly exchange: string; readonly routingKey: string };
 }
+
+/** Suffix of twophase's default DLQ name (`<queue>.dlq`). */
+const DLQ_SUFFIX = '.dlq';
 
 /**
  * A republish the tool is waiting on: for its confirm, or, after the broker refused it, for the
@@ -113,9 +134,15 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   private notice: ReplayOpenContext['notice'] = () => undefined;
   private checkedFirst = false;
   private closed = false;
+  /** The work queue messages go back to (resolved by `open`). */
+  private workQueue: string | undefined;
 
   constructor(private readonly options: RabbitMqReplayOptions = {}) {
-    checkKnownOptions('RabbitMqReplayBackend options', options, optionNames<RabbitMqReplayOptions>()(['url', 'toExchange', 'toRoutingKey', 'toQueue', 'publishTimeoutMs', 'refusedCopyWaitMs', 'getChannels']));
+    checkKnownOptions(
+      'RabbitMqReplayBackend options',
+      options,
+      optionNames<RabbitMqReplayOptions>()(['url', 'toExchange', 'toRoutingKey', 'toQueue', 'workQueue', 'trustRecordedRoute', 'publishTimeoutMs', 'refusedCopyWaitMs', 'getChannels']),
+    );
     if (options.toExchange !== undefined && options.toQueue !== undefined) {
       throw new ReplayItemError('give either toExchange or toQueue, not both');
     }
@@ -145,6 +172,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     } catch (error) {
       throw new Error(`queue "${source}" does not exist (or is not accessible): ${(error as Error).message}`, { cause: error });
     }
+    this.workQueue = await this.resolveWorkQueue(source);
     await probe.close().catch(() => undefined);
     this.toTake = Math.min(messageCount, context?.limit ?? Number.POSITIVE_INFINITY);
     const readers = Math.max(1, Math.min(this.options.getChannels ?? DEFAULT_GET_CHANNELS, this.toTake));
@@ -216,7 +244,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
   }
 
   private toItem(message: GetMessage, channel: Channel): RabbitItem {
-    const route = this.routeOf(message);
+    const { route, refused } = this.routeOf(message);
     const headers = message.properties.headers;
     if (!this.checkedFirst) {
       this.checkedFirst = true;
@@ -237,6 +265,7 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
       attempts: readCount(headers, HEADERS.attempts),
       errorMessage: readString(headers, HEADERS.errorMessage) ?? deathText(headers),
       destination: route ? describe(route) : undefined,
+      ...(refused !== undefined ? { refusedRoute: refused } : {}),
     };
   }
 
@@ -406,14 +435,44 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     await bound;
   }
 
-  private routeOf(message: GetMessage): { exchange: string; routingKey: string } | undefined {
-    if (this.options.toQueue !== undefined) return { exchange: '', routingKey: this.options.toQueue };
-    const original = replayRoute(message);
-    if (this.options.toExchange !== undefined) {
-      const routingKey = this.options.toRoutingKey ?? original?.routingKey;
-      return routingKey === undefined ? undefined : { exchange: this.options.toExchange, routingKey };
+  /**
+   * The work queue of `source`: `workQueue` (which must exist), else `source` less `.dlq` when
+   * that queue exists. Undefined only when an explicit destination or `trustRecordedRoute` makes
+   * it unnecessary.
+   * @throws Error when no work queue can be found and nothing else says where messages go
+   */
+  private async resolveWorkQueue(source: string): Promise<string | undefined> {
+    const given = this.options.workQueue;
+    const candidate = given ?? (source.endsWith(DLQ_SUFFIX) && source.length > DLQ_SUFFIX.length ? source.slice(0, -DLQ_SUFFIX.length) : undefined);
+    const explicit = this.options.toQueue !== undefined || this.options.toExchange !== undefined || this.options.trustRecordedRoute === true;
+    if (candidate !== undefined) {
+      const found = await queueExists(this.model!, candidate);
+      if (found) return candidate;
+      if (given !== undefined) throw new Error(`work queue "${given}" (--queue) does not exist (or is not accessible)`);
     }
-    return original;
+    if (explicit) return undefined;
+    throw new Error(
+      `cannot tell which work queue "${source}" belongs to` +
+        (candidate !== undefined ? ` (no queue "${candidate}")` : '') +
+        ': give --queue <work queue>; replayed messages go back to that queue',
+    );
+  }
+
+  /**
+   * Where a message goes, and a note when its recorded route was refused. In order: `toQueue`;
+   * `toExchange` (with `toRoutingKey`, else the recorded routing key); the recorded route with
+   * `trustRecordedRoute`; else the work queue through the default exchange.
+   */
+  private routeOf(message: GetMessage): { route?: { exchange: string; routingKey: string }; refused?: string } {
+    if (this.options.toQueue !== undefined) return { route: { exchange: '', routingKey: this.options.toQueue } };
+    const recorded = recordedRoute(message);
+    if (this.options.toExchange !== undefined) {
+      const routingKey = this.options.toRoutingKey ?? recorded?.routingKey;
+      return { route: routingKey === undefined ? undefined : { exchange: this.options.toExchange, routingKey } };
+    }
+    if (this.options.trustRecordedRoute === true) return { route: recorded ? { exchange: recorded.exchange, routingKey: recorded.routingKey } : undefined };
+    const workQueue = this.workQueue!;
+    return { route: { exchange: '', routingKey: workQueue }, refused: recorded ? refusal(recorded, workQueue) : undefined };
   }
 
   /** Publishing to a missing exchange would close the confirm channel (404): check it first. */
@@ -436,6 +495,38 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
     } catch (error) {
       throw new ReplayItemError(`exchange "${exchange}" does not exist; left in the DLQ`, { cause: error });
     }
+  }
+}
+
+/**
+ * Why the route `recorded` was not followed, when it points away from `workQueue`; undefined
+ * when it agrees with the work queue (or only names the exchange the message was published to).
+ */
+function refusal(recorded: RecordedRoute, workQueue: string): string | undefined {
+  const where = describe(recorded).description;
+  if (recorded.ignored !== undefined) {
+    const i = recorded.ignored;
+    const named = [i.exchange !== undefined ? `exchange "${i.exchange}"` : '', i.routingKey !== undefined ? `routing key "${i.routingKey}"` : '', i.queue !== undefined ? `queue "${i.queue}"` : '']
+      .filter((part) => part !== '')
+      .join(' ');
+    return `${HEADERS.originalExchange}/-routing-key/-queue headers (${named}) on a message the broker dead-lettered from queue "${recorded.queue ?? '?'}" were written by its publisher`;
+  }
+  if (recorded.queue !== undefined && recorded.queue !== workQueue) return `${where}: it was dead-lettered from queue "${recorded.queue}", not from "${workQueue}"`;
+  if (recorded.exchange === '' && recorded.routingKey !== workQueue) return `${where} is not the work queue "${workQueue}"`;
+  return undefined;
+}
+
+/** True when the queue exists (a failed check closes its channel, so a throwaway one is used). */
+async function queueExists(model: ChannelModel, queue: string): Promise<boolean> {
+  const probe = await model.createChannel();
+  probe.on('error', () => undefined);
+  try {
+    await probe.checkQueue(queue);
+    await probe.close().catch(() => undefined);
+    return true;
+  } catch (error) {
+    if ((error as { code?: unknown })?.code === 404) return false;
+    throw error;
   }
 }
 

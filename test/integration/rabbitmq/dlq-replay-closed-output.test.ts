@@ -37,7 +37,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay with its stdout closed m
     }
     await waitFor(async () => (await h.admin.messageCount(dlq)) === n, { what: `${n} dead letters` });
 
-    const { argv, env } = cliNodeArgs(['dlq', 'replay', dlq, '--url', AMQP_URL, '--json']);
+    const { argv, env } = cliNodeArgs(['dlq', 'replay', dlq, '--url', AMQP_URL, '--json', '--to-queue', target]);
     const child = spawn(process.execPath, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));

@@ -56,7 +56,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     const n = 1500;
     const { dlq } = await deadLetters(n, target);
     const events: ReplayEvent[] = [];
-    const summary = await replayDeadLetters(new RabbitMqReplayBackend({ url: AMQP_URL }), { source: dlq, dryRun: false, window: 64, progressEveryMs: 1 }, (e) => events.push(e));
+    const summary = await replayDeadLetters(new RabbitMqReplayBackend({ url: AMQP_URL, workQueue: target }), { source: dlq, dryRun: false, window: 64, progressEveryMs: 1 }, (e) => events.push(e));
     expect(summary).toMatchObject({ replayed: n, skipped: 0, failed: 0, interrupted: false });
     expect(events.some((e) => e.type === 'progress')).toBe(true);
     expect(await h.admin.messageCount(dlq)).toBe(0);
@@ -66,7 +66,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     // The human output of a large run: progress lines instead of one line per replayed message.
     const { dlq: dlq2 } = await deadLetters(1200, target);
     const { io, err } = capture();
-    expect(await runCli(['dlq', 'replay', dlq2, '--url', AMQP_URL, '--window', '32'], { io })).toBe(EXIT.ok);
+    expect(await runCli(['dlq', 'replay', dlq2, '--url', AMQP_URL, '--window', '32', '--queue', target], { io })).toBe(EXIT.ok);
     expect(err.join('')).toMatch(/examining 1200 \(progress every 2 s; skipped and failed messages listed\)/);
     expect(err.join('')).not.toMatch(/\] replayed /);
   });
@@ -106,7 +106,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     await ch.assertQueue(target, { durable: true, arguments: { 'x-max-length': 1, 'x-overflow': 'reject-publish' } });
     await h.admin.publish('', target, { filler: true });
     const { dlq } = await deadLetters(2, target);
-    const backend = new RabbitMqReplayBackend({ url: AMQP_URL, refusedCopyWaitMs: 300 });
+    const backend = new RabbitMqReplayBackend({ url: AMQP_URL, workQueue: target, refusedCopyWaitMs: 300 });
     const events: ReplayEvent[] = [];
     await expect(replayDeadLetters(backend, { source: dlq, dryRun: false, window: 1 }, (e) => events.push(e))).rejects.toThrow(/nacked by the broker.*queue full.*left in the DLQ/);
     const done = events.find((e) => e.type === 'done');
@@ -133,13 +133,17 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     await h.admin.publish('', expiring, { late: true }, { messageId: 'late' });
     await waitFor(async () => (await h.admin.messageCount(dlq)) === 3, { what: 'the expired message dead-lettered too' });
     const { io, err } = capture();
-    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--dry-run'], { io })).toBe(EXIT.ok);
+    await ch.assertQueue(target, { durable: true });
+    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--dry-run', '--queue', target], { io })).toBe(EXIT.ok);
     const text = err.join('');
     expect(text).toMatch(/would replay k-0 \(permanent_error\) → queue ".*" \(default exchange\) — error: bug 0: currency missing/);
     expect(text).toMatch(/would replay k-1 .* — error: bug 1: currency missing/);
-    expect(text).toMatch(/would replay late \(broker:expired\) → queue ".*replay-ops-ttl.*" \(default exchange\) — error: dead-lettered by the broker from queue ".*replay-ops-ttl.*": message TTL expired/);
+    // Dead-lettered by the broker from another queue than the one given: it goes to --queue all the same, and says so.
+    expect(text).toMatch(
+      /would replay late \(broker:expired\) → queue ".*replay-ops-dry.*" \(default exchange\) — recorded route refused: queue ".*replay-ops-ttl.*" \(default exchange\): it was dead-lettered from queue ".*replay-ops-ttl.*", not from ".*replay-ops-dry.*" — error: dead-lettered by the broker from queue ".*replay-ops-ttl.*": message TTL expired/,
+    );
     const json = capture();
-    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--dry-run', '--json'], { io: json.io })).toBe(EXIT.ok);
+    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--dry-run', '--json', '--queue', target], { io: json.io })).toBe(EXIT.ok);
     const messages = json.out.join('').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.type === 'message');
     expect(messages.map((m) => m.errorMessage)).toContain('bug 0: currency missing');
   });
@@ -150,7 +154,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
     await ch.assertQueue(work, { durable: true });
     await h.admin.publish('', work, { plain: true }, { messageId: 'plain' });
     const { io, err } = capture();
-    expect(await runCli(['dlq', 'replay', work, '--url', AMQP_URL, '--dry-run'], { io })).toBe(EXIT.ok);
+    expect(await runCli(['dlq', 'replay', work, '--url', AMQP_URL, '--dry-run', '--queue', work], { io })).toBe(EXIT.ok);
     expect(err.join('')).toMatch(new RegExp(`warning: the first message of "${work.replace(/\./g, '\\.')}" carries no dead-letter headers \\(twophase-reason, x-death\\): .* does not look like a dead-letter queue`));
 
     const other = await amqp.connect(AMQP_URL);
@@ -159,7 +163,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay: speed, refusals, operat
       await consumerChannel.prefetch(1);
       await consumerChannel.consume(work, () => undefined);
       const second = capture();
-      expect(await runCli(['dlq', 'replay', work, '--url', AMQP_URL, '--dry-run'], { io: second.io })).toBe(EXIT.ok);
+      expect(await runCli(['dlq', 'replay', work, '--url', AMQP_URL, '--dry-run', '--queue', work], { io: second.io })).toBe(EXIT.ok);
       expect(second.err.join('')).toMatch(/warning: queue ".*" has 1 consumer\(s\): a dead-letter queue usually has none/);
     } finally {
       await other.close().catch(() => undefined);

@@ -56,7 +56,8 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     const { io, out, err } = capture();
     const code = await runCli(['dlq', 'replay', f.dlq, '--url', AMQP_URL], { io });
     expect(code).toBe(EXIT.ok);
-    expect(err.join('')).toMatch(/\[1\/1\] replayed pay-0 \(permanent_error, 1 attempt\(s\)\) → exchange ".*\.ex" routing key "payment.requested"/);
+    // Straight back to the work queue the DLQ belongs to, not through the exchange it was published to.
+    expect(err.join('')).toMatch(new RegExp(`\\[1/1\\] replayed pay-0 \\(permanent_error, 1 attempt\\(s\\)\\) → queue "${f.queue.replace(/\./g, '\\.')}" \\(default exchange\\)\n`));
     expect(out.join('')).toMatch(/^1 replayed, 0 skipped, 0 failed, of 1 examined/);
     await waitFor(() => f.effects.count('test:pay-0') === 1, { what: 'replayed message processed' });
     await waitFor(() => f.consumer.health().inFlight === 0, { what: 'settled' });
@@ -142,7 +143,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     expect(await h.admin.messageCount(f.dlq)).toBe(3);
   });
 
-  test('a message with no route and an unroutable one are skipped and stay in the DLQ', async () => {
+  test('--trust-recorded-route: a message with no route and an unroutable one are skipped and stay in the DLQ', async () => {
     const queue = h.queue('replay-skip');
     const dlq = `${queue}.dlq`;
     const ch = await h.admin.ch();
@@ -150,7 +151,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     await h.admin.publish('', dlq, { a: 1 }, { messageId: 'no-route' });
     await h.admin.publish('', dlq, { a: 2 }, { messageId: 'unroutable', headers: { [HEADERS.originalExchange]: 'amq.direct', [HEADERS.originalRoutingKey]: `nobody-${queue}` } });
     const { io, err } = capture();
-    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL], { io })).toBe(EXIT.ok);
+    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--trust-recorded-route'], { io })).toBe(EXIT.ok);
     expect(err.join('')).toMatch(/skipped no-route: the message records no original exchange/);
     expect(err.join('')).toMatch(/skipped unroutable: unroutable: no queue is bound/);
     await waitFor(async () => (await h.admin.messageCount(dlq)) === 2, { what: 'both still in the DLQ' });
@@ -193,7 +194,7 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     for (let i = 0; i < n; i++) {
       await h.admin.publish('', dlq, { i }, { messageId: `kill-${i}`, headers: { [HEADERS.originalExchange]: '', [HEADERS.originalRoutingKey]: target, [HEADERS.reason]: 'retry_exhausted' } });
     }
-    const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, '..', '..', '..', 'adapters', 'cli', 'bin.ts'), 'dlq', 'replay', dlq, '--url', AMQP_URL], {
+    const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, '..', '..', '..', 'adapters', 'cli', 'bin.ts'), 'dlq', 'replay', dlq, '--url', AMQP_URL, '--to-queue', target], {
       env: { ...process.env, TS_NODE_PROJECT: join(__dirname, '..', '..', '..', 'tsconfig.json') },
       stdio: ['ignore', 'ignore', 'pipe'],
     });

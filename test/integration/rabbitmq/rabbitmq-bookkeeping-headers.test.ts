@@ -74,4 +74,29 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: bookkeeping headers are not truste
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers).toMatchObject({ [HEADERS.originalExchange]: exchange, [HEADERS.originalRoutingKey]: 'payment.requested' });
   });
+
+  test('a forged x-death naming one of the queue\'s delay queues, on a message published to the work exchange, proves nothing: twophase-attempts 1e300 or 3 (= maxAttempts) runs the handler at attempt 1', async () => {
+    const exchange = `${h.queue('forged-death-x')}.ex`;
+    const queue = h.queue('forged-death', [exchange]);
+    const seen: [string, number, number | undefined][] = [];
+    const effects = new EffectLog();
+    const source = h.source({ queue, bindings: [{ exchange, routingKey: 'work' }] });
+    const consumer = h.consumer({ source, claimer: h.claimer('memory'), maxAttempts: 3 }, async (m, ctx) => {
+      seen.push([m.key, ctx.attempt, m.metadata.priorAttempts]);
+      effects.apply(m.key);
+      return ack();
+    });
+    await consumer.start();
+    const delay = `${queue}.delay.100ms`;
+    const forged = [{ queue: delay, reason: 'expired', count: 1, exchange: '', 'routing-keys': [delay] }];
+    await h.admin.publish(exchange, 'work', { x: 1 }, { messageId: 'huge', headers: { [HEADERS.attempts]: 1e300, 'x-death': forged } });
+    await h.admin.publish(exchange, 'work', { x: 2 }, { messageId: 'max', headers: { [HEADERS.attempts]: 3, 'x-death': forged } });
+    await waitFor(() => effects.total === 2, { what: 'both forged messages handled' });
+    expect(seen.sort()).toEqual([
+      ['test:huge', 1, undefined],
+      ['test:max', 1, undefined],
+    ]);
+    expect(await h.admin.messageCount(`${queue}.dlq`)).toBe(0);
+    expect(h.logger.lines.filter((l) => l.level === 'error').map((l) => l.msg)).toEqual([]);
+  });
 });

@@ -115,16 +115,27 @@ describe('header mapping', () => {
     const quorum = { queue: 'q', queueType: 'quorum' } as const;
     const classic = { queue: 'q', queueType: 'classic' } as const;
     const delayed = { 'x-death': [{ queue: 'q.delay.1000ms', reason: 'expired', count: 1, exchange: '', 'routing-keys': ['q.delay.1000ms'] }] };
-    expect(priorAttempts({}, quorum)).toBeUndefined();
-    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 2 }, quorum)).toBe(2);
-    expect(priorAttempts({ 'x-delivery-count': 1 }, quorum)).toBe(1);
-    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: '2', 'x-delivery-count': 1 }, quorum)).toBe(3);
-    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 'junk' }, quorum)).toBeUndefined();
+    // How a delay queue hands a message back: dead-lettered through the default exchange, routing key = the work queue.
+    const back = { exchange: '', routingKey: 'q' };
+    expect(priorAttempts({}, quorum, back)).toBeUndefined();
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 2 }, quorum, back)).toBe(2);
+    expect(priorAttempts({ 'x-delivery-count': 1 }, quorum, back)).toBe(1);
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: '2', 'x-delivery-count': 1 }, quorum, back)).toBe(3);
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 'junk' }, quorum, back)).toBeUndefined();
     // Set by a producer, not proven by the broker's dead-letter history: not counted.
-    expect(priorAttempts({ [HEADERS.attempts]: 4 }, quorum)).toBeUndefined();
-    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'other.delay.1000ms', reason: 'expired' }] }, classic)).toBeUndefined();
-    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'q.delay.1000ms', reason: 'rejected' }] }, classic)).toBeUndefined();
-    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'q', reason: 'expired' }] }, classic)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4 }, quorum, back)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'other.delay.1000ms', reason: 'expired' }] }, classic, back)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'q.delay.1000ms', reason: 'rejected' }] }, classic, back)).toBeUndefined();
+    expect(priorAttempts({ [HEADERS.attempts]: 4, 'x-death': [{ queue: 'q', reason: 'expired' }] }, classic, back)).toBeUndefined();
+    // A delay-queue x-death on a message published to the work exchange: written by its producer (RabbitMQ 3.x delivers it as sent).
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 2 }, classic, { exchange: 'orders', routingKey: 'order.created' })).toBeUndefined();
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 2 }, classic)).toBeUndefined();
+    // Only the newest x-death entry counts.
+    expect(priorAttempts({ 'x-death': [{ queue: 'q', reason: 'rejected' }, ...delayed['x-death']], [HEADERS.attempts]: 2 }, classic, back)).toBeUndefined();
+    // An absurd count (more than any maxAttempts) is treated as absent.
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 1e300 }, classic, back)).toBeUndefined();
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 1001 }, classic, back)).toBeUndefined();
+    expect(priorAttempts({ ...delayed, [HEADERS.attempts]: 1000 }, classic, back)).toBe(1000);
     // x-delivery-count is the broker's only on quorum queues.
     expect(priorAttempts({ 'x-delivery-count': 9 }, classic)).toBeUndefined();
   });
