@@ -12,7 +12,10 @@ const MAX_IDENTIFIER_BYTES = 63;
 
 /**
  * Checks an identifier (schema, table or column name as written in the catalog: case-sensitive,
- * unquoted) and returns it quoted for SQL.
+ * unquoted) and returns it quoted for SQL. Any character but NUL and `$` is accepted (quotes,
+ * spaces, upper case, non-ASCII). `$` is refused: the transactional mode writes values into its
+ * statements in place of `$n` placeholders, and the migrations quote function bodies with `$fn$`,
+ * so a `$` in a name could put text outside its quotes.
  * @throws ConfigurationError naming the field and the value
  */
 export function quoteIdentifier(field: string, name: unknown): string {
@@ -21,6 +24,9 @@ export function quoteIdentifier(field: string, name: unknown): string {
   }
   if (Buffer.byteLength(name, 'utf8') > MAX_IDENTIFIER_BYTES || name.includes('\u0000')) {
     throw new ConfigurationError(`${field} must be at most ${MAX_IDENTIFIER_BYTES} bytes without NUL, got ${JSON.stringify(name)}`);
+  }
+  if (name.includes('$')) {
+    throw new ConfigurationError(`${field} must not contain "$" (it could end a quoted name inside twophase's statements), got ${JSON.stringify(name)}`);
   }
   return escapeIdentifier(name);
 }

@@ -104,9 +104,13 @@ export function literal(value: unknown): string {
   return escapeLiteral(String(value));
 }
 
-/** Replaces `$n` placeholders (the statements here use no other `$`) with literals. */
-function inline(sql: string, values: readonly unknown[]): string {
-  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+/**
+ * Replaces `$n` placeholders with literals, leaving quoted identifiers (`"…"`) and string literals
+ * (`'…'`) as they are: a `$1` inside a quoted name is part of the name, not a placeholder.
+ */
+export function inline(sql: string, values: readonly unknown[]): string {
+  return sql.replace(/"(?:[^"]|"")*"|'(?:[^']|'')*'|\$(\d+)/g, (match: string, n: string | undefined) => {
+    if (n === undefined) return match;
     const index = Number(n) - 1;
     if (index < 0 || index >= values.length) throw new RangeError(`no value for $${n}`);
     return literal(values[index]);
