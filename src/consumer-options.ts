@@ -4,7 +4,7 @@
 import type { Claimer } from './claimer';
 import { systemClock, type TimerClock } from './clock';
 import { ConfigurationError } from './errors';
-import { checkTtl } from './keys';
+import { checkTtl, RUN_ONCE_NAMESPACE } from './keys';
 import { checkKnownOptions, describeType, optionNames } from './known-options';
 import { MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
 import { guardLogger, type Logger } from './logger';
@@ -186,6 +186,11 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   checkDeployment(options.deployment);
   if (typeof options.name !== 'string' || options.name.length === 0 || options.name.length > 128) {
     throw new ConfigurationError(`name must be a non-empty string of at most 128 characters, got ${JSON.stringify(options.name)}`);
+  }
+  if (options.name === RUN_ONCE_NAMESPACE) {
+    throw new ConfigurationError(
+      `name "${RUN_ONCE_NAMESPACE}" is reserved for runOnce: a consumer's claim keys start with its name, so its messages could plant the stored results runOnce replays; choose another name`,
+    );
   }
   if (!options.claimer || typeof options.claimer.claim !== 'function') throw new ConfigurationError('claimer is required (a Claimer)');
   if (!options.source || typeof options.source.start !== 'function') throw new ConfigurationError('source is required (a MessageSource)');

@@ -40,6 +40,13 @@ const MAX_KEY_UNITS_UNCOUNTED = Math.floor(MAX_KEY_BYTES / 3);
 type WellFormedCheck = { isWellFormed(): boolean };
 
 /**
+ * The namespace of `runOnce`'s keys (`run-once:<operation>:…`). No consumer may take it as its
+ * name: its message keys would then be `runOnce` keys, and a producer could plant the stored
+ * response a later request replays.
+ */
+export const RUN_ONCE_NAMESPACE = 'run-once';
+
+/**
  * Joins a namespace (a consumer group, or a handler name) and a message key, so two consumer
  * groups never deduplicate each other: `namespaceKey('billing', 'order-7')` → `billing:order-7`.
  * A `:` inside the namespace is escaped as `\:` so `a:b` + `c` never equals `a` + `b:c`.

@@ -4,7 +4,7 @@
  */
 import { ConfigurationError } from './errors';
 import { checkKnownOptions, describeType, optionNames } from './known-options';
-import { validateKey } from './keys';
+import { RUN_ONCE_NAMESPACE, validateKey } from './keys';
 
 /** Where a `runOnce` key belongs. Keys of two different scopes never meet. */
 export interface RunOnceScope {
@@ -19,8 +19,11 @@ export interface RunOnceScope {
   readonly actor?: string;
 }
 
-/** The start of every `runOnce` key (a consumer's keys start with its escaped name and `:`). */
-export const RUN_ONCE_KEY_PREFIX = 'run-once:';
+/**
+ * The start of every `runOnce` key. A consumer's keys start with its escaped name and `:`, and
+ * the name `run-once` is refused for consumers, so no message key reaches this namespace.
+ */
+export const RUN_ONCE_KEY_PREFIX = `${RUN_ONCE_NAMESPACE}:`;
 
 const SCOPE_NAMES = optionNames<RunOnceScope>()(['operation', 'tenant', 'actor']);
 
@@ -30,8 +33,7 @@ const SCOPE_NAMES = optionNames<RunOnceScope>()(['operation', 'tenant', 'actor']
  * escaped (`\\`, `\:`) and an absent tenant or actor is empty. Three escaped parts, then the key
  * as is: two different (scope, key) pairs never give the same string.
  *
- * A consumer whose `name` is `run-once` would share this prefix: give consumers other names when
- * they use the same claim store.
+ * No consumer shares this namespace: a consumer named `run-once` is refused (ConfigurationError).
  * @throws ConfigurationError when the scope is not an object, has an unknown field, or a part is
  *   not a non-empty string
  * @throws InvalidKeyError when `key` is empty or the whole key is not a valid claim key (at most

@@ -3,7 +3,8 @@
  * same factory (`describeRunOnceConformance(name, factory)`), so the guard's rules are proved on
  * the in-memory, Redis and PostgreSQL claimers alike.
  */
-import { InProgressError, KeyConflictError, PreviousAttemptFailedError, runOnce, runOnceKey, type RunOnceOptions } from '../../src';
+import { ack, InProgressError, KeyConflictError, PreviousAttemptFailedError, runOnce, runOnceKey, type RunOnceOptions } from '../../src';
+import { fastOptions, FnConsumer, recordingDelivery } from '../unit/helpers';
 import type { ClaimerFactory, ClaimerHarness } from './claimer-conformance';
 
 export function describeRunOnceConformance(name: string, factory: ClaimerFactory): void {
@@ -20,6 +21,17 @@ export function describeRunOnceConformance(name: string, factory: ClaimerFactory
     function options(label: string, extra: Partial<RunOnceOptions> = {}): RunOnceOptions {
       return { claimer: h.claimer, scope: { operation: 'conformance', actor: label }, key: `k-${++n}`, leaseTtlMs: h.leaseTtlMs, doneTtlMs: h.leaseTtlMs * 100, ...extra };
     }
+
+    test('a consumer named "run-once" is refused: its message keys would be runOnce keys, so a producer could plant the response a request replays', async () => {
+      const planted = { status: 200, body: 'planted by a message' };
+      expect(() => new FnConsumer({ ...fastOptions(h.claimer), name: 'run-once' }, async () => ack(planted))).toThrow(/name "run-once" is reserved for runOnce/);
+      // A neighbouring name keeps to its own keys: the message key that spells a runOnce key lands elsewhere.
+      const key = `abc-${++n}`;
+      const neighbour = new FnConsumer({ ...fastOptions(h.claimer), name: 'run-once-jobs' }, async () => ack(planted));
+      expect(await neighbour.dispatch(recordingDelivery({ key: `POST /payments:::${key}` }))).toMatchObject({ action: 'ack' });
+      const request = { claimer: h.claimer, scope: { operation: 'POST /payments' }, key, leaseTtlMs: h.leaseTtlMs, doneTtlMs: h.leaseTtlMs * 100 };
+      expect(await runOnce(request, () => ({ status: 201 }))).toMatchObject({ status: 'ran', result: { status: 201 } });
+    });
 
     test('runs once, then replays the stored result', async () => {
       const o = options('replay');
