@@ -12,6 +12,7 @@ import { namespaceKey } from '../../src';
 import { diagnoseRedisKey } from '../redis';
 import { importPeer, loadOrReport } from './peer';
 import { DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { printableLines } from './printable';
 import { type CliIo, printCommandError } from './reporters';
 
 const STORES = ['postgres', 'redis'];
@@ -83,7 +84,7 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
   const report = async (flags: Common, work: () => Promise<unknown>, human: (report: unknown) => string): Promise<void> => {
     try {
       const result = await work();
-      io.stdout(flags.json ? `${JSON.stringify(result)}\n` : human(result));
+      io.stdout(flags.json ? `${JSON.stringify(result)}\n` : printableLines(human(result)));
       setExit(0);
     } catch (error) {
       printCommandError(io, flags.json, error);

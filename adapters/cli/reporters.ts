@@ -2,6 +2,7 @@
  * Output of `twophase dlq replay`: human progress on stderr and a summary on stdout, or one JSON
  * object per line on stdout with `--json`.
  */
+import { printable } from './printable';
 import type { ReplayEvent } from './replay';
 
 /** Where the CLI writes. */
@@ -10,11 +11,14 @@ export interface CliIo {
   readonly stderr: (text: string) => void;
 }
 
-/** Prints a command's failure: `{ type: 'error', error }` on stdout with `--json`, else `error: …` on stderr. */
+/**
+ * Prints a command's failure: `{ type: 'error', error }` on stdout with `--json`, else `error: …`
+ * on stderr (control and bidi characters escaped, {@link printable}).
+ */
 export function printCommandError(io: CliIo, json: boolean, error: unknown): void {
   const message = error instanceof Error ? error.message : String(error);
   if (json) io.stdout(`${JSON.stringify({ type: 'error', error: message })}\n`);
-  else io.stderr(`error: ${message}\n`);
+  else io.stderr(`error: ${printable(message)}\n`);
 }
 
 /** Newline-delimited JSON: `{"type":"start",…}`, `{"type":"message",…}` per message, `{"type":"done","summary":…}`. */
@@ -48,14 +52,15 @@ export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
 /** Longest key or message id shown whole on a progress line (the JSON output keeps them whole). */
 const MAX_LABEL_CHARS = 80;
 
+/** A key or message id, shortened and escaped ({@link printable}). */
 function shorten(label: string): string {
-  return label.length <= MAX_LABEL_CHARS ? label : `${label.slice(0, MAX_LABEL_CHARS)}… (${label.length} characters)`;
+  return printable(label.length <= MAX_LABEL_CHARS ? label : `${label.slice(0, MAX_LABEL_CHARS)}… (${label.length} characters)`);
 }
 
-/** The dead-letter error text of a message, on one line (newlines folded), or a note that there is none. */
+/** The dead-letter error text of a message, on one line (newlines folded, the rest escaped), or a note that there is none. */
 function errorText(text: string | undefined): string {
   if (text === undefined) return ' — no error text recorded';
-  return ` — error: ${text.replace(/\s*\n\s*/g, ' ⏎ ')}`;
+  return ` — error: ${printable(text.replace(/\s*\n\s*/g, ' ⏎ '))}`;
 }
 
 /** Above this many planned messages, replayed ones get no line of their own (progress lines instead). */
@@ -65,7 +70,8 @@ export const MAX_MESSAGE_LINES = 1000;
  * Progress on stderr, a summary line on stdout. One line per message (keys over 80 characters
  * shortened; a dry run adds the recorded error text), except that in a run of more than 1000
  * messages replayed ones are counted in a progress line every 2 s instead (skipped and failed
- * ones keep their lines). Notices (warnings) as `warning: …`.
+ * ones keep their lines). Notices (warnings) as `warning: …`. Every text that came from a
+ * message or a broker is escaped ({@link printable}): one message, one line.
  */
 export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
   let quiet = false;
@@ -74,11 +80,11 @@ export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
       case 'start':
         quiet = !event.dryRun && event.planned > MAX_MESSAGE_LINES;
         io.stderr(
-          `${event.dryRun ? 'dry run: ' : ''}${event.available} message(s) in "${event.source}", examining ${event.planned}${quiet ? ' (progress every 2 s; skipped and failed messages listed)' : ''}\n`,
+          `${event.dryRun ? 'dry run: ' : ''}${event.available} message(s) in "${printable(event.source)}", examining ${event.planned}${quiet ? ' (progress every 2 s; skipped and failed messages listed)' : ''}\n`,
         );
         return;
       case 'notice':
-        io.stderr(`${event.notice.level === 'warn' ? 'warning' : 'note'}: ${event.notice.text}\n`);
+        io.stderr(`${event.notice.level === 'warn' ? 'warning' : 'note'}: ${printable(event.notice.text)}\n`);
         return;
       case 'progress': {
         const percent = event.planned > 0 ? Math.floor((event.examined / event.planned) * 100) : 100;
@@ -88,12 +94,12 @@ export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
       case 'message': {
         if (quiet && event.outcome === 'replayed') return;
         const who = shorten(event.item.key ?? event.item.messageId ?? '(no id)') + (event.item.keyError ? ` [${shorten(event.item.keyError)}]` : '');
-        const why = event.item.reason ? ` (${event.item.reason}${event.item.attempts !== undefined ? `, ${event.item.attempts} attempt(s)` : ''})` : '';
+        const why = event.item.reason ? ` (${printable(event.item.reason)}${event.item.attempts !== undefined ? `, ${event.item.attempts} attempt(s)` : ''})` : '';
         const verb = { replayed: 'replayed', would_replay: 'would replay', skipped: 'skipped', failed: 'FAILED' }[event.outcome];
-        const where = event.destination ? ` → ${event.destination.description}` : '';
-        const error = event.error ? `: ${event.error}` : '';
+        const where = event.destination ? ` → ${printable(event.destination.description)}` : '';
+        const error = event.error ? `: ${printable(event.error)}` : '';
         const recorded = event.outcome === 'would_replay' || (event.outcome === 'skipped' && event.item.errorMessage !== undefined) ? errorText(event.item.errorMessage) : '';
-        const refused = event.item.refusedRoute !== undefined ? ` — recorded route refused: ${event.item.refusedRoute}` : '';
+        const refused = event.item.refusedRoute !== undefined ? ` — recorded route refused: ${printable(event.item.refusedRoute)}` : '';
         io.stderr(`[${event.index}/${event.planned}] ${verb} ${who}${why}${where}${refused}${error}${recorded}\n`);
         return;
       }
@@ -101,7 +107,7 @@ export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
         const s = event.summary;
         const main = s.dryRun ? `${s.wouldReplay} would be replayed` : `${s.replayed} replayed`;
         io.stdout(
-          `${main}, ${s.skipped} skipped, ${s.failed} failed, of ${s.examined} examined (${s.available} were in "${s.source}")${s.interrupted ? ', interrupted' : ''} in ${s.durationMs} ms\n`,
+          `${main}, ${s.skipped} skipped, ${s.failed} failed, of ${s.examined} examined (${s.available} were in "${printable(s.source)}")${s.interrupted ? ', interrupted' : ''} in ${s.durationMs} ms\n`,
         );
       }
     }

@@ -93,6 +93,19 @@ describeWithServices(['redis'], 'twophase keys diagnose --store redis', () => {
     expect(await d('hash')).toMatchObject({ state: 'foreign' });
   });
 
+  test('CLI human output: a stored result and key with ESC sequences and bidi overrides print escaped (the JSON output keeps them as JSON escapes)', async () => {
+    const key = 'order\u202e7';
+    const first = acquired(await claimer.claim(key, { leaseTtlMs: 5000, doneTtlMs: 60_000 }));
+    await first.receipt.commit({ note: 'paid\u001b]0;owned\u0007\u2066x' });
+    const human = await cli(['keys', 'diagnose', '--store', 'redis', '--url', REDIS_URL, '--prefix', prefix, '--key', key]);
+    expect(human.code).toBe(0);
+    // eslint-disable-next-line no-control-regex -- matching control characters is the point
+    expect(human.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(human.stdout).toContain('order\\u202e7');
+    const json = await cli(['keys', 'diagnose', '--store', 'redis', '--url', REDIS_URL, '--prefix', prefix, '--key', key, '--json']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ key });
+  });
+
   test('diagnose writes nothing: the record and its retention are unchanged', async () => {
     const r = acquired(await claimer.claim('k', { leaseTtlMs: 60_000, doneTtlMs: 60_000 }));
     const before = await client.getBuffer(recordKey(prefix, 'k'));
