@@ -168,8 +168,12 @@ async function destroySocket(manager: AmqpConnectionManager | undefined): Promis
   await gone;
 }
 
-/** The URL without its password, for logs and errors. */
+/**
+ * The URL without its password, for logs and errors: `amqp://user:***@host`. The user may be
+ * empty (`amqp://:***@host`); the password runs to the last `@` before the path, so an unescaped
+ * `@` in it is hidden too.
+ */
 export function redact(url: unknown): string {
   const text = typeof url === 'string' ? url : typeof url === 'object' && url !== null && 'url' in url ? String((url as { url: unknown }).url) : 'amqp';
-  return text.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+  return text.replace(/\/\/([^:@/]*):[^/]*@/, '//$1:***@');
 }

@@ -55,6 +55,35 @@ describeWithServices(['rabbitmq'], 'RabbitMqSource start() against an unreachabl
     expect(warnings).toBeGreaterThanOrEqual(1);
   });
 
+  test('a connect timeout names the broker without the password, also when the URL has an empty user (amqp://:password@host)', async () => {
+    // A listener that accepts the TCP connection and never speaks AMQP: the connect times out
+    // (300 ms). It drops the socket after 5 s, which lets the source's close after the failed start end.
+    const sockets = new Set<import('node:net').Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      setTimeout(() => socket.destroy(), 5000).unref();
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      for (const url of [`amqp://:s3cret-pw@127.0.0.1:${port}`]) {
+        const source = h.source({ queue: h.queue('connect-timeout'), url, connectTimeoutMs: 300, reconnectDelayMs: 100 });
+        const consumer = h.consumer({ source, claimer: h.claimer('memory') }, async () => ack());
+        const error = (await consumer.start().then(
+          () => undefined,
+          (e: unknown) => e,
+        )) as Error;
+        expect(error).toBeInstanceOf(Error);
+        expect(error.message).toMatch(/could not connect to RabbitMQ at amqp:\/\/:\*\*\*@127\.0\.0\.1:\d+ within 300 ms/);
+        const everything = [error.message, String((error.cause as Error | undefined)?.message), ...h.logger.lines.map((l) => `${l.msg ?? ''} ${JSON.stringify(l.obj)}`)].join('\n');
+        expect(everything).not.toContain('s3cret');
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+
   test('an unknown host: ENOTFOUND, naming the host', async () => {
     const { error } = await startFails('amqp://guest:guest@no-such-host.invalid:5672', 1500);
     expect(error).toMatchObject({ host: 'no-such-host.invalid', port: 5672, reason: 'ENOTFOUND' });

@@ -21,6 +21,7 @@ import {
   StaleDeliveryError,
 } from '../../../adapters/rabbitmq';
 import { ChannelGeneration } from '../../../adapters/rabbitmq/channel-generation';
+import { redact } from '../../../adapters/rabbitmq/connections';
 import { deadLetterProperties, requeueProperties } from '../../../adapters/rabbitmq/headers';
 import { DeliverySettler, type SettlementContext } from '../../../adapters/rabbitmq/settler';
 import { SourceReporter } from '../../../adapters/rabbitmq/reporting';
@@ -416,5 +417,15 @@ describe('RabbitMQ source events', () => {
     reporter.emit('channel_opened', { generation: 2 });
     expect(all).toHaveLength(2);
     expect(named).toHaveLength(1);
+  });
+});
+
+describe('redact', () => {
+  test('hides the password with a user, with an empty user, and with an unescaped @ in it; a URL without one is unchanged', () => {
+    expect(redact('amqp://guest:guest@host:5672/vh')).toBe('amqp://guest:***@host:5672/vh');
+    expect(redact('amqp://:s3cret@host')).toBe('amqp://:***@host');
+    expect(redact('amqps://u:p@ss@host/v')).toBe('amqps://u:***@host/v');
+    expect(redact('amqp://host:5672')).toBe('amqp://host:5672');
+    expect(redact({ url: 'amqp://:pw@h' })).toBe('amqp://:***@h');
   });
 });
