@@ -115,10 +115,13 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
   }
 
   /**
-   * Decodes the raw body. Default: UTF-8 JSON. Throw to dead-letter the delivery with reason
-   * `invalid_body` (no claim is made).
+   * Decodes the raw body. Default: UTF-8 JSON, for a body of at most `maxBodyBytes`; a larger
+   * body is not parsed. Throw to dead-letter the delivery with reason `invalid_body` (no claim is made).
+   * @throws InvalidMessageError (`invalid_body`) when the body is larger than `maxBodyBytes`
    */
   protected decode(raw: Buffer, _delivery: Delivery): TBody {
+    const max = this.options.maxBodyBytes;
+    if (raw.length > max) throw new InvalidMessageError('invalid_body', `body is ${raw.length} bytes, more than maxBodyBytes (${max}); not parsed`);
     return JSON.parse(raw.toString('utf8')) as TBody;
   }
 

@@ -89,6 +89,14 @@ export interface ConsumerOptions {
   readonly handlerTimeoutMs?: number;
   /** How long `stop()` waits for in-flight handlers before aborting them, ms. Default 30 000. */
   readonly shutdownTimeoutMs?: number;
+  /**
+   * Largest body the default JSON decode parses, bytes, 1 … 2 147 483 647. Default 16 777 216
+   * (16 MiB). A larger body is not parsed: the delivery is dead-lettered with reason
+   * `invalid_body` and the error `body is <n> bytes, more than maxBodyBytes (<max>); not parsed`
+   * (logged like every dead-letter), before any claim. A {@link ConsumerBase.decode} override
+   * sees every body; call `super.decode` to keep the limit.
+   */
+  readonly maxBodyBytes?: number;
   /** Declared deployment, checked against the claimer's kind at start. */
   readonly deployment?: DeploymentDeclaration;
   /**
@@ -143,6 +151,7 @@ const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
   'keepAlive',
   'handlerTimeoutMs',
   'shutdownTimeoutMs',
+  'maxBodyBytes',
   'deployment',
   'failOpen',
   'logger',
@@ -171,6 +180,7 @@ export const CONSUMER_DEFAULTS = {
   batchCommits: false,
   keepAlive: true,
   shutdownTimeoutMs: 30_000,
+  maxBodyBytes: 16 * 1024 * 1024,
   failOpen: false,
 } as const;
 
@@ -227,6 +237,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   checkInt('commitDeadlineMs', resolved.commitDeadlineMs, 1, 600_000);
   checkInt('releaseDeadlineMs', resolved.releaseDeadlineMs, 1, 600_000);
   checkInt('shutdownTimeoutMs', resolved.shutdownTimeoutMs, 0, 3_600_000);
+  checkInt('maxBodyBytes', resolved.maxBodyBytes, 1, 2_147_483_647);
   if (resolved.handlerTimeoutMs !== undefined) checkInt('handlerTimeoutMs', resolved.handlerTimeoutMs, 1, MAX_LEASE_TTL_MS);
   checkBackoff('retryBackoff', resolved.retryBackoff);
   checkBackoff('claimBackoff', resolved.claimBackoff);

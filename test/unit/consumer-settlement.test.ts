@@ -472,5 +472,7 @@ describe('failure paths found by a new user', () => {
     expect(() => new FnConsumer({ ...fastOptions(claimer), observers: 'x' as never }, async () => ack())).toThrow(/observers must be an array/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), busyRequeueDelayMs: 0 }, async () => ack())).toThrow(/busyRequeueDelayMs must be an integer in \[10,/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: '5000' as never }, async () => ack())).toThrow(/got "5000"/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), maxBodyBytes: 0 }, async () => ack())).toThrow(/maxBodyBytes must be an integer in \[1, 2147483647\]/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), maxBodyBytes: 1.5 }, async () => ack())).toThrow(/maxBodyBytes must be an integer/);
   });
 });
