@@ -9,6 +9,7 @@ import { LeaseKeeper } from './keep-alive';
 import { decodeResult, encodeResult } from './result-codec';
 import { type BackoffPolicy, backoffDelay, retryWithin, sleep } from './retry';
 import { runOnceKey } from './run-once-key';
+import { warnUnscopedHttpOnce } from './run-once-scope-check';
 import { type ResolvedRunOnceOptions, resolveRunOnceOptions, type RunOnceOptions } from './run-once-options';
 import { RECEIPT_RETRY_BACKOFF, releaseWithin } from './settlement';
 
@@ -118,6 +119,7 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
   const o = resolveRunOnceOptions(options);
   if (typeof fn !== 'function') throw new ConfigurationError('runOnce: the second argument must be the function to run');
   const key = runOnceKey(o.scope, o.key);
+  warnUnscopedHttpOnce(o.claimer, o.scope, o.logger);
   const claimOptions = Object.freeze({ leaseTtlMs: o.leaseTtlMs, doneTtlMs: o.doneTtlMs, ...(o.fingerprint === undefined ? {} : { fingerprint: o.fingerprint }) });
   const readying = readyOnce(o.claimer);
   if (readying) await readying;

@@ -33,6 +33,21 @@ export function describeRunOnceConformance(name: string, factory: ClaimerFactory
       expect(await runOnce(request, () => ({ status: 201 }))).toMatchObject({ status: 'ran', result: { status: 201 } });
     });
 
+    test('an HTTP-style operation with no actor and no tenant logs one warning per claimer; a bound scope or a job-style operation logs none', async () => {
+      const lines: { msg?: string; obj: object }[] = [];
+      const logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (obj: object, msg?: string) => void lines.push({ obj, msg }) };
+      const base = { claimer: h.claimer, leaseTtlMs: h.leaseTtlMs, doneTtlMs: h.leaseTtlMs * 100, logger };
+      await runOnce({ ...base, scope: { operation: 'job:nightly' }, key: `j-${++n}` }, () => 1);
+      await runOnce({ ...base, scope: { operation: 'POST /payments', actor: 'acct-1' }, key: `a-${++n}` }, () => 1);
+      await runOnce({ ...base, scope: { operation: 'POST /payments', tenant: 't1' }, key: `t-${++n}` }, () => 1);
+      expect(lines).toEqual([]);
+      await runOnce({ ...base, scope: { operation: 'POST /payments' }, key: `u-${++n}` }, () => 1);
+      await runOnce({ ...base, scope: { operation: 'put /orders/7' }, key: `u-${++n}` }, () => 1);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ obj: { operation: 'POST /payments' } });
+      expect(lines[0]!.msg).toMatch(/runOnce: operation "POST \/payments" has no actor and no tenant in its scope, so any caller who presents a key gets the response stored for it/);
+    });
+
     test('runs once, then replays the stored result', async () => {
       const o = options('replay');
       let runs = 0;
