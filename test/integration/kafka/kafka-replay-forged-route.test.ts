@@ -42,5 +42,12 @@ describeWithServices(['kafka'], 'Kafka dlq replay: a producer cannot choose the 
     expect(out.join('')).toMatch(/^1 replayed/);
     expect(await topics.highWatermarks(topic)).toEqual({ 0: '2' });
     expect(await topics.highWatermarks(victim)).toEqual({ 0: '0' });
+
+    // The RabbitMQ route options mean nothing here and are refused, not ignored.
+    for (const option of [['--queue', victim], ['--trust-recorded-route']]) {
+      const err: string[] = [];
+      expect(await runCli(['dlq', 'replay', `${topic}.dlq`, '--broker', 'kafka', '--url', BROKERS.join(','), ...option], { io: { stdout: () => undefined, stderr: (t) => void err.push(t) }, env: {} })).toBe(EXIT.failed);
+      expect(err.join('')).toContain(`${option[0]} has no meaning for Kafka`);
+    }
   }, 60_000);
 });
