@@ -14,6 +14,7 @@ import {
   PreviousAttemptFailedError,
   ResultTooLargeError,
   runOnce,
+  UnstorableResultError,
   runOnceKey,
   type RunOnceOptions,
 } from '../../src';
@@ -221,6 +222,21 @@ describe('runOnce', () => {
     const claimer = new InMemoryClaimer();
     await expect(runOnce({ ...base(claimer), maxResultBytes: 10 }, () => 'x'.repeat(20))).rejects.toBeInstanceOf(ResultTooLargeError);
     await expect(runOnce(base(claimer), () => 'small')).rejects.toBeInstanceOf(PreviousAttemptFailedError);
+  });
+
+  test('a result JSON cannot store (a BigInt, a cycle) fails with UnstorableResultError naming where and why, not ConfigurationError', async () => {
+    const claimer = new InMemoryClaimer();
+    const big = runOnce(base(claimer, 'big-1'), () => ({ amount: 10n }) as never);
+    await expect(big).rejects.toBeInstanceOf(UnstorableResultError);
+    await expect(big).rejects.not.toBeInstanceOf(ConfigurationError);
+    await expect(big).rejects.toThrow(/result\.amount is a bigint/);
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    await expect(runOnce(base(claimer, 'cyc-1'), () => cyclic as never)).rejects.toThrow(/result\.self refers back to result/);
+    // A function value, silently dropped by JSON, would replay as a different result: refused too.
+    await expect(runOnce(base(claimer, 'fn-1'), () => ({ cb: () => 1 }) as never)).rejects.toThrow(/result\.cb is a function/);
+    // The key is handled per onFailure (record): the function ran.
+    await expect(runOnce(base(claimer, 'big-1'), () => 1)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
   });
 
   test("the claimer's own smaller result bound applies too", async () => {
