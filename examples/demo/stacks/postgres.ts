@@ -48,6 +48,9 @@ export async function postgresInbox(run: string, url: string, connectionsPerWork
     workerClaimer(worker: number): WorkerClaimer {
       const pool = new Pool({ connectionString: url, max: connectionsPerWorker, application_name: appName(worker) });
       pool.on('error', () => undefined); // an idle client whose session a crash ended
+      // A killed process never sees its sessions end; this one does, on clients it may hold
+      // between statements: their 'error' is the simulated crash, not a failure to report.
+      pool.on('connect', (client) => client.on('error', () => undefined));
       pools.set(worker, pool);
       const claimer: Claimer = new PostgresClaimer({ pool, logger: silentLogger }, { schema, mode: 'transactional' });
       return {
