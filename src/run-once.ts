@@ -132,7 +132,8 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
     if (claim.state === 'acquired') return acquired(o, key, claim, fn);
     const delayMs = backoffDelay(WAIT_BACKOFF, poll);
     const waitedMs = Math.round(performance.now() - started);
-    if (waitedMs + delayMs > o.waitMs) throw new InProgressError(key, waitedMs);
+    // Before the first pause the call has not waited: the time so far is the claim's own.
+    if (waitedMs + delayMs > o.waitMs) throw new InProgressError(key, poll === 1 ? 0 : waitedMs);
     await sleep(delayMs);
   }
 }

@@ -96,6 +96,25 @@ describe('runOnce', () => {
     expect(g.calls.count).toBe(1);
   });
 
+  test('with waitMs 0 the InProgressError says it did not wait, however long the claim itself took', async () => {
+    const inner = new InMemoryClaimer();
+    const slow = Object.assign(Object.create(inner) as InMemoryClaimer, {
+      claim: async (key: string, options: Parameters<InMemoryClaimer['claim']>[1]) => {
+        await new Promise((r) => setTimeout(r, 60));
+        return inner.claim(key, options);
+      },
+    });
+    const g = gated({ ok: true });
+    const first = runOnce(base(slow), g.fn);
+    await g.started;
+    const error = (await runOnce({ ...base(slow), waitMs: 0 }, g.fn).catch((e: unknown) => e)) as InProgressError;
+    expect(error).toBeInstanceOf(InProgressError);
+    expect(error.waitedMs).toBe(0);
+    expect(error.message).not.toMatch(/waited/);
+    g.open();
+    await first;
+  });
+
   test('a wait shorter than the other run ends in InProgressError naming how long it waited', async () => {
     const claimer = new InMemoryClaimer();
     const g = gated(null);
