@@ -13,7 +13,7 @@ import type { Delivery, HandlerContext, Message } from './delivery';
 import { DeliveryPipeline } from './delivery-pipeline';
 import type { Disposition } from './disposition';
 import { ConfigurationError, InvalidDispositionError, InvalidMessageError, PermanentError, ShutdownError } from './errors';
-import { consoleWarnLogger, type Logger } from './logger';
+import { consoleInfoLogger, type Logger } from './logger';
 import { defaultMessageKey } from './message-key';
 import type { DeliveryResult } from './observer';
 import { Semaphore } from './semaphore';
@@ -42,6 +42,14 @@ export interface ConsumerHealth {
   readonly inFlight: number;
   /** Dead-letters issued since construction, by reason (`missing_key`, `retry_exhausted`, …). */
   readonly deadLetters: Readonly<Record<string, number>>;
+  /** Deliveries committed and acked since construction. */
+  readonly commits: number;
+  /** Deliveries of a key already done, acked without running the handler. */
+  readonly duplicatesSkipped: number;
+  /** Deliveries requeued because another worker held the key's lease. */
+  readonly busyRequeues: number;
+  /** Deliveries requeued for a retry (the handler threw or asked for a requeue). */
+  readonly retries: number;
 }
 
 /**
@@ -74,7 +82,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     if (typeof (this as { handle?: unknown }).handle !== 'function') {
       throw new ConfigurationError(`${new.target.name || 'the consumer class'} must implement handle(message, context) as a method (a class field is set only after this constructor ran)`);
     }
-    this.options = resolveConsumerOptions(options, options?.logger ?? consoleWarnLogger);
+    this.options = resolveConsumerOptions(options, options?.logger ?? consoleInfoLogger);
     this.logger = this.options.logger;
     this.limiter = new Semaphore(this.options.concurrency);
     this.pipeline = new DeliveryPipeline<TBody, TTransaction>(
@@ -175,7 +183,11 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
         ...(this.options.handlerTimeoutMs === undefined ? {} : { handlerTimeoutMs: this.options.handlerTimeoutMs }),
       });
       if (!this.stopRequested) this.state = 'running';
-      this.logger.info({ consumer: this.name, ttls: this.options.ttls.describe() }, 'twophase: effective TTLs (leaseTtlMs, doneTtlMs) per message type');
+      const source = this.options.source;
+      this.logger.info(
+        { consumer: this.name, source: source.system, destination: source.destinationName, claimer: this.options.claimer.kind, concurrency: this.options.concurrency, ttls: this.options.ttls.describe() },
+        'twophase: consumer started',
+      );
     } catch (error) {
       if (!this.stopRequested) this.state = 'failed';
       throw error;
@@ -206,6 +218,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       ready: this.state === 'running' && this.options.source.isConsuming?.() !== false,
       inFlight: this.inFlightCount,
       deadLetters: this.pipeline.deadLetters(),
+      ...this.pipeline.counts(),
     };
   }
 

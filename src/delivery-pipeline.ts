@@ -26,6 +26,7 @@ import { FailureLog } from './failure-log';
 import { LazyContext } from './handler-signal';
 import { LeaseKeeper } from './keep-alive';
 import { namespaceKey, validateKey } from './keys';
+import { DeliveryCounter, type DeliveryCounts } from './delivery-counts';
 import { LogLimiter } from './log-limiter';
 import type { Logger } from './logger';
 import { type DeliveryResult, INERT_TRACE, ObservationFanout } from './observer';
@@ -54,6 +55,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /** Rate-limited failure lines and dead-letter counts (see failure-log.ts). */
   private readonly logLimiter: LogLimiter;
   private readonly failures: FailureLog;
+  private readonly counter: DeliveryCounter;
   private readonly claims: ClaimStep;
   private readonly keeper: LeaseKeeper | undefined;
   private readonly rules: SettlementRules;
@@ -80,6 +82,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     this.logger = logger;
     this.observation = new ObservationFanout(options.observers, logger);
     this.logLimiter = new LogLimiter(logger, { consumer: options.name });
+    this.counter = new DeliveryCounter();
     this.failures = new FailureLog(options.name, logger, this.logLimiter, options.maxAttempts);
     // Every claim backoff waits on this one signal: up to `concurrency` listeners during a store
     // outage, by design (Node would warn of a leak past 10).
@@ -102,6 +105,11 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /** Dead-letters issued since construction, by reason. */
   deadLetters(): Record<string, number> {
     return this.failures.deadLetters();
+  }
+
+  /** Commits, duplicates skipped, busy requeues and retries since construction (a copy). */
+  counts(): DeliveryCounts {
+    return this.counter.snapshot();
   }
 
   /** From now on, deliveries are requeued without a claim and claim backoffs end. */
@@ -155,6 +163,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     (result as { durationMs: number }).durationMs = performance.now() - started;
     trace.end(result);
     this.failures.record(result, delivery);
+    this.counter.record(result);
     run.releasePermit();
     this.ended();
     return result;

@@ -100,6 +100,17 @@ export class ResultTooLargeError extends TwophaseError {
   }
 }
 
+/**
+ * A result JSON cannot store as it is: a BigInt, a cycle, a function, symbol, Map or Set (which
+ * JSON would drop or empty, so a replay would return something else). Names where and what.
+ * Nothing was written; not retriable (the same function returns the same kind of value).
+ */
+export class UnstorableResultError extends TwophaseError {
+  constructor(readonly path: string, readonly problem: string) {
+    super('RESULT_NOT_STORABLE', `the result cannot be stored: ${path} ${problem}; return a JSON value (for example a BigInt as a string, a Map as an object)`);
+  }
+}
+
 /** The claim store could not be reached or did not answer in time. Retriable. */
 export class ClaimerUnavailableError extends TwophaseError {
   constructor(message: string, options?: { cause?: unknown }) {

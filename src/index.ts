@@ -28,7 +28,7 @@ export {
   type SettleAction,
 } from './observer';
 export type { BackoffPolicy } from './retry';
-export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf, keyFromHeaderValue } from './message-key';
+export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf, keyFromHeaderValue, validatePublishedKey } from './message-key';
 export type { MessageSource } from './source';
 export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
 export {

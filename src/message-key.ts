@@ -17,7 +17,8 @@
  *   else `invalid_key`.
  */
 import type { Delivery } from './delivery';
-import { InvalidMessageError } from './errors';
+import { InvalidKeyError, InvalidMessageError } from './errors';
+import { validateKey } from './keys';
 
 /** Header carrying the idempotency key, set by the publisher helpers. Names are case-sensitive. */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
@@ -50,6 +51,28 @@ export function messageKeyOf(headers: Readonly<Record<string, unknown>> | undefi
   if (header !== undefined && header !== null) return keyFromHeaderValue(header);
   if (typeof messageId === 'string' && messageId.length > 0) return textKey(messageId, 'the message id');
   throw new InvalidMessageError('missing_key', `no "${IDEMPOTENCY_KEY_HEADER}" header and no message id${otherCaseHint(headers)}`);
+}
+
+/**
+ * Checks a key a publisher is about to send by the consumer's own rule: the key a consumer
+ * derives from the header on arrival ({@link keyFromHeaderValue}) must pass {@link validateKey}.
+ * So a publisher refuses what every consumer would dead-letter as `invalid_key` (NUL, a lone
+ * surrogate, more than 512 bytes, U+FFFD in a text header), before anything is sent. The
+ * consumer's own namespace prefix is not known here; it adds the namespace's length.
+ * @param wire how the header travels: `'text'` (an AMQP long string, decoded by amqplib as
+ *   UTF-8) or `'bytes'` (a Kafka header: the key's UTF-8 bytes)
+ * @throws InvalidKeyError naming what is wrong with the key
+ */
+export function validatePublishedKey(key: unknown, wire: 'text' | 'bytes'): asserts key is string {
+  validateKey(key);
+  let derived: string;
+  try {
+    derived = keyFromHeaderValue(wire === 'bytes' ? Buffer.from(key, 'utf8') : key);
+  } catch (error) {
+    if (error instanceof InvalidMessageError) throw new InvalidKeyError(`consumers would dead-letter this key as invalid_key: ${error.message}`);
+    throw error;
+  }
+  validateKey(derived);
 }
 
 /**

@@ -7,6 +7,7 @@ import type { AcquiredClaim, Claimer, JsonValue, Receipt } from './claimer';
 import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError, ResultTooLargeError } from './errors';
 import { LeaseKeeper } from './keep-alive';
 import { decodeResult, encodeResult } from './result-codec';
+import { assertStorable } from './storable-result';
 import { type BackoffPolicy, backoffDelay, retryWithin, sleep } from './retry';
 import { runOnceKey } from './run-once-key';
 import { warnUnscopedHttpOnce } from './run-once-scope-check';
@@ -109,7 +110,10 @@ function readyOnce(claimer: Claimer): Promise<void> | undefined {
  * @throws PreviousAttemptFailedError when an earlier run failed or did not finish, unless `retry: true`
  * @throws ClaimerUnavailableError when the store fails (retriable; `fn` did not run), also from the
  *   claimer's `ready()` (for example Redis not reachable within its `readyTimeoutMs`)
- * @throws ResultTooLargeError when the result is too large to store (a failure: released per `onFailure`)
+ * @throws ResultTooLargeError when the result is too large to store, UnstorableResultError when
+ *   JSON cannot hold it as it is (a BigInt, a cycle, a function, a Map; the error names the path).
+ *   The result is known only once `fn` returned, so both are failures of a run that happened:
+ *   released per `onFailure` (with a transaction, `fn`'s writes roll back with the claim)
  * @throws whatever `fn` threw, after the release
  */
 export async function runOnce<T extends JsonValue | undefined, TTransaction = undefined>(
@@ -130,7 +134,8 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
     if (claim.state === 'acquired') return acquired(o, key, claim, fn);
     const delayMs = backoffDelay(WAIT_BACKOFF, poll);
     const waitedMs = Math.round(performance.now() - started);
-    if (waitedMs + delayMs > o.waitMs) throw new InProgressError(key, waitedMs);
+    // Before the first pause the call has not waited: the time so far is the claim's own.
+    if (waitedMs + delayMs > o.waitMs) throw new InProgressError(key, poll === 1 ? 0 : waitedMs);
     await sleep(delayMs);
   }
 }
@@ -164,6 +169,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
   try {
     const value = await fn(context);
     // The result a replay will return: checked, bounded, and round-tripped through JSON now.
+    assertStorable(value);
     result = decodeResult(encodeResult(value, o.maxResultBytes)) as T;
   } catch (error) {
     await stopKeeping(kept, keeper);

@@ -75,6 +75,8 @@ export type PreparedClaim =
 export interface MessageSource {
   /** Messaging system name (`rabbitmq`, `kafka`, `memory`). */
   readonly system: string;
+  /** What it consumes, for the consumer's start line: the queue, or the topics joined by `,`. */
+  readonly destinationName?: string;
   /**
    * Starts consuming: sets up topology, subscribes with `concurrency` as prefetch, and calls
    * `sink.dispatch` for each delivery. Resolves once consuming has begun.

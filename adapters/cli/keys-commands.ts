@@ -13,6 +13,7 @@ import { diagnoseRedisKey } from '../redis';
 import { importPeer, loadOrReport } from './peer';
 import { DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
 import { printableLines } from './printable';
+import { badServiceUrl } from './url-check';
 import { type CliIo, printCommandError } from './reporters';
 
 const STORES = ['postgres', 'redis'];
@@ -102,6 +103,11 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
       usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
       return;
     }
+    const invalid = badServiceUrl(url, 'postgres');
+    if (invalid !== undefined) {
+      usage(invalid);
+      return;
+    }
     const modules = await loadOrReport(io, setExit, () => loadPostgres(command));
     if (!modules) return;
     const client = new modules.Client({ connectionString: url });
@@ -117,6 +123,11 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
   };
   const withRedis = async (flags: Common, work: (client: import('ioredis').Redis) => Promise<unknown>, human: (report: unknown) => string): Promise<void> => {
     const url = flags.url ?? (env[REDIS_URL_ENV] || DEFAULT_REDIS_URL);
+    const invalid = badServiceUrl(url, 'redis');
+    if (invalid !== undefined) {
+      usage(invalid);
+      return;
+    }
     // Loaded here so the PostgreSQL commands work without the optional ioredis peer installed.
     const ioredis = await loadOrReport(io, setExit, () => importPeer('ioredis', 'twophase keys diagnose --store redis', () => import('ioredis')));
     if (!ioredis) return;

@@ -7,6 +7,7 @@
 import type { Command } from 'commander';
 import { importPeer, loadOrReport } from './peer';
 import { type CliIo, printCommandError } from './reporters';
+import { badServiceUrl } from './url-check';
 
 /** Environment variables read for the database URL, in order. */
 export const DATABASE_URL_ENVS = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as const;
@@ -57,6 +58,12 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
       const url = databaseUrl(flags.url, env);
       if (!url) {
         io.stderr(`error: give --url or set $${DATABASE_URL_ENVS[0]}\n`);
+        setExit(2);
+        return;
+      }
+      const invalid = badServiceUrl(url, 'postgres');
+      if (invalid !== undefined) {
+        io.stderr(`error: ${invalid}\n`);
         setExit(2);
         return;
       }

@@ -11,6 +11,7 @@ import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './r
 import type { ReplayBackend, ReplayBackendFactory } from './replay-backend';
 import { type CliIo, humanReporter, jsonReporter } from './reporters';
 import { packageVersion } from './version';
+import { badServiceUrl } from './url-check';
 
 /** Exit codes of the CLI. */
 export const EXIT = {
@@ -109,6 +110,13 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
       }
       if (opts.toRoutingKey !== undefined && opts.toExchange === undefined) {
         io.stderr('error: --to-routing-key needs --to-exchange\n');
+        exitCode = EXIT.usage;
+        return;
+      }
+      const url = opts.url ?? env[AMQP_URL_ENV];
+      const invalid = opts.broker === 'rabbitmq' && url !== undefined && url !== '' ? badServiceUrl(url, 'rabbitmq') : undefined;
+      if (invalid !== undefined) {
+        io.stderr(`error: ${invalid}\n`);
         exitCode = EXIT.usage;
         return;
       }

@@ -129,8 +129,10 @@ export async function replayDeadLetters(backend: ReplayBackend, options: ReplayO
     counts.replayed++;
     onEvent({ type: 'message', index, planned, outcome: 'replayed', item, destination });
   };
+  let opened = false;
   try {
     ({ available } = await backend.open(options.source, { notice: (notice) => onEvent({ type: 'notice', notice }), limit: options.limit }));
+    opened = true;
     planned = Math.min(available, options.limit ?? Number.POSITIVE_INFINITY);
     onEvent({ type: 'start', source: options.source, available, planned, dryRun: options.dryRun });
     while (counts.examined < planned && fatal === undefined) {
@@ -172,6 +174,8 @@ export async function replayDeadLetters(backend: ReplayBackend, options: ReplayO
   } finally {
     await backend.close().catch(() => undefined);
   }
+  // A source that could not be opened (no such queue): the error alone, no summary of a run that never began.
+  if (!opened) throw fatal;
   const summary: ReplaySummary = { source: options.source, dryRun: options.dryRun, available, ...counts, interrupted, durationMs: Date.now() - started };
   onEvent({ type: 'done', summary });
   if (fatal !== undefined) throw fatal;

@@ -90,6 +90,11 @@ const tp = (topic: string, partition: number): string => `${topic}\u0000${partit
  */
 export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaSourceOptions, KafkaSourceStats, KafkaSourceEvent> {
   readonly system = 'kafka';
+
+  /** The topics consumed, joined by `,`. */
+  get destinationName(): string {
+    return this.options.topics.join(',');
+  }
   private readonly options: ResolvedKafkaSourceOptions;
   private readonly client: KafkaClient;
   private readonly logger: Logger;

@@ -3,7 +3,7 @@
  * reads it: the `idempotency-key` record header.
  */
 import type { Kafka, Message, Producer, RecordMetadata } from 'kafkajs';
-import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, validateKey } from '../../src';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, validatePublishedKey } from '../../src';
 import { checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
 import type { KafkaHeaders } from './client';
 
@@ -30,13 +30,15 @@ const KEYED_MESSAGE_FIELDS = optionNames<KeyedMessage>()(['idempotencyKey', 'val
 /**
  * The kafkajs `Message` for `message`: headers copied, `idempotency-key` set, record key
  * defaulting to the idempotency key. Does not mutate its input.
- * @throws InvalidKeyError when the idempotency key is empty, not a string or too long
+ * @throws InvalidKeyError when the consumer would dead-letter the idempotency key as `invalid_key`
+ *   (empty, not a string, NUL, a lone surrogate, or a key over 512 bytes as the consumer derives it
+ *   from the header's bytes: see `validatePublishedKey`)
  * @throws ConfigurationError for a field `KeyedMessage` does not have (a misspelled
  *   `idempotencyKey` is refused, never sent without the header)
  */
 export function withIdempotencyKey(message: KeyedMessage): Message {
   checkKnownOptions('KeyedProducer message', message, KEYED_MESSAGE_FIELDS);
-  validateKey(message.idempotencyKey);
+  validatePublishedKey(message.idempotencyKey, 'bytes');
   const headers: Record<string, Buffer | string | (Buffer | string)[] | undefined> = {};
   for (const [name, value] of Object.entries(message.headers ?? {})) {
     if (value !== undefined && name !== IDEMPOTENCY_KEY_HEADER) headers[name] = Array.isArray(value) ? [...(value as Array<Buffer | string>)] : (value as Buffer | string);

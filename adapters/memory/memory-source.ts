@@ -35,6 +35,11 @@ export interface MemorySourceOptions {
 /** Consumes one queue of a {@link MemoryBroker}. Operations surface as every adapter: `settings`, `stats`, `on(listener)`. */
 export class MemorySource implements MessageSource, AdapterSurface<Readonly<MemorySourceOptions>, MemorySourceStats, MemorySourceEvent> {
   readonly system = 'memory';
+
+  /** The queue consumed. */
+  get destinationName(): string {
+    return this.options.queue;
+  }
   private consumerTag: string | undefined;
   private crashed = false;
   private readonly counters = { deliveries: 0, acks: 0, requeues: 0, rejects: 0, repeatedSettlesIgnored: 0 };

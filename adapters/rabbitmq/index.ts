@@ -31,7 +31,7 @@ export { type TopologyPlan, type QueuePlan, type DelayQueuePlan, planTopology, d
 export type { RabbitMqSourceEvent, RabbitMqSourceEvents, RabbitMqSourceEventName, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
 export type { SettleAction } from './settler';
 export { type HandedBack, type PublishedMessage, matchPublished, returnedMessage, deadLetteredMessage } from './publish-match';
-export { assertEncodableHeaders, assertPublishable, MAX_HEADER_TABLE_BYTES } from './wire-limits';
+export { assertEncodableHeaders, assertPublishable, defaultMaxMessageBytes, MAX_HEADER_TABLE_BYTES } from './wire-limits';
 export {
   HEADERS,
   DELIVERY_COUNT_HEADER,

@@ -5,10 +5,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
-import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
+import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger, validatePublishedKey } from '../../src';
 import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
-import { BrokerUnavailableError } from './errors';
+import { BrokerUnavailableError, MessageTooLargeError } from './errors';
+import { defaultMaxMessageBytes } from './wire-limits';
 
 /** Options of a {@link RabbitMqPublisher}. */
 export interface RabbitMqPublisherOptions {
@@ -32,6 +33,14 @@ export interface RabbitMqPublisherOptions {
    * Its result replaces the headers; the `idempotency-key` header is kept as built.
    */
   readonly injectContext?: (headers: Record<string, unknown>) => Record<string, unknown>;
+  /**
+   * Largest message body the broker accepts, bytes: a larger publish fails at once with
+   * {@link MessageTooLargeError} and nothing is sent. AMQP does not tell a client the broker's
+   * `max_message_size`, so the default is RabbitMQ's documented default for the connected
+   * broker's version (see {@link defaultMaxMessageBytes}): 16 MiB from 4.0, 128 MiB before. Set
+   * it to your broker's `max_message_size` when configured otherwise. [1, 536 870 912].
+   */
+  readonly maxMessageBytes?: number;
 }
 
 const PUBLISHER_OPTION_NAMES = optionNames<RabbitMqPublisherOptions>()([
@@ -43,6 +52,7 @@ const PUBLISHER_OPTION_NAMES = optionNames<RabbitMqPublisherOptions>()([
   'connectionName',
   'logger',
   'injectContext',
+  'maxMessageBytes',
 ]);
 
 /** Options of one publish. */
@@ -58,11 +68,19 @@ export interface PublishMessageOptions {
    * key, a random UUID. The key itself always travels whole in the `idempotency-key` header.
    */
   readonly messageId?: string;
-  /** More headers. `idempotency-key` is set from `idempotencyKey`/`messageId` and wins. */
+  /**
+   * More headers. `idempotency-key` is set from `idempotencyKey`/`messageId` and wins; a header
+   * named `idempotency-key` in any case without `idempotencyKey` is refused (pass the key as
+   * `idempotencyKey`).
+   */
   readonly headers?: Readonly<Record<string, unknown>>;
   /** Persistent (delivery mode 2). Default true. */
   readonly persistent?: boolean;
-  /** Content type. Default `application/json` for a non-Buffer body, none for a Buffer. */
+  /**
+   * Content type. Default: `application/json` for an object, number, boolean or null (sent as
+   * JSON) and for a string that is JSON text; `text/plain; charset=utf-8` for any other string;
+   * none for a Buffer.
+   */
   readonly contentType?: string;
   readonly correlationId?: string;
   readonly replyTo?: string;
@@ -91,7 +109,10 @@ const PUBLISH_OPTION_NAMES = optionNames<PublishMessageOptions>()([
   'timeoutMs',
 ]);
 
-/** A message body: a Buffer is sent as is, anything else as UTF-8 JSON. */
+/**
+ * A message body: a Buffer is sent as is, a string as its UTF-8 bytes (never JSON-encoded again),
+ * anything else as UTF-8 JSON.
+ */
 export type MessageBody = Buffer | object | string | number | boolean | null;
 
 /** What a confirmed publish reports. */
@@ -119,6 +140,7 @@ export class RabbitMqPublisher {
   private readonly connectionName: string;
   private readonly logger: Logger;
   private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
+  private readonly maxMessageBytesOption: number | undefined;
   private manager: AmqpConnectionManager | undefined;
   private publisher: ConfirmPublisher | undefined;
   /** Set by close(): a publish after it says so (connect() again to reuse the publisher). */
@@ -141,6 +163,18 @@ export class RabbitMqPublisher {
     this.logger = options.logger ?? consoleWarnLogger;
     if (options.injectContext !== undefined && typeof options.injectContext !== 'function') throw new ConfigurationError('injectContext must be a function');
     this.injectContext = options.injectContext;
+    this.maxMessageBytesOption = options.maxMessageBytes === undefined ? undefined : checkInt('maxMessageBytes', options.maxMessageBytes, 1, 536_870_912);
+  }
+
+  /**
+   * The largest body a publish may carry, bytes: the `maxMessageBytes` option, else the
+   * documented default of the connected broker's version; undefined before `connect()`.
+   */
+  get maxMessageBytes(): number | undefined {
+    if (this.maxMessageBytesOption !== undefined) return this.maxMessageBytesOption;
+    if (!this.manager) return undefined;
+    const server = (this.manager.connection as unknown as { connection?: { serverProperties?: { version?: unknown } } } | undefined)?.connection?.serverProperties;
+    return defaultMaxMessageBytes(typeof server?.version === 'string' ? server.version : undefined);
   }
 
   /**
@@ -177,14 +211,19 @@ export class RabbitMqPublisher {
 
   /**
    * Publishes `body` to `exchange` with `routingKey` and waits for the broker's confirm. A Buffer
-   * is sent as is; anything else as UTF-8 JSON.
+   * is sent as is, a string as its UTF-8 bytes, anything else as UTF-8 JSON (see
+   * {@link PublishMessageOptions.contentType}). A consumer's default `decode` parses the body as
+   * UTF-8 JSON whatever its content type.
    * @returns the message id and idempotency key used
    * @throws ConfigurationError when not connected, or for an invalid option
    * @throws UnroutableError when no queue is bound for the routing key (the message was returned)
    * @throws PublishError when the broker nacked the message or no confirm arrived in time; the
    *   message may have been routed, so publish again with the same idempotency key
-   * @throws MessageTooLargeError when the headers encode to more than 65 536 bytes (amqplib's
-   *   limit for a header table); nothing was sent
+   * @throws MessageTooLargeError when the body is over {@link RabbitMqPublisher.maxMessageBytes},
+   *   or the headers encode to more than 65 536 bytes (amqplib's limit for a header table); nothing
+   *   was sent and other publishes are unaffected
+   * @throws InvalidKeyError when the idempotency key (or the message id used as the key) is one
+   *   every consumer dead-letters as `invalid_key` ({@link validatePublishedKey}); nothing was sent
    * @throws ConfigurationError also when amqplib cannot encode the message otherwise: a header
    *   value with no AMQP type (a symbol, a function, a bigint), a message id, routing key or other
    *   short string over 255 bytes; nothing was sent
@@ -193,6 +232,13 @@ export class RabbitMqPublisher {
     if (!this.publisher) throw new ConfigurationError(`RabbitMqPublisher.publish() called ${this.closed ? 'after close()' : 'before connect()'}`);
     const built = buildPublish(body, options);
     const { content, receipt } = built;
+    const limit = this.maxMessageBytes;
+    if (limit !== undefined && content.length > limit) {
+      throw new MessageTooLargeError(
+        `publish to exchange "${exchange}" with routing key "${routingKey}" was not sent: its body is ${content.length} bytes, more than the broker's max_message_size of ${limit} bytes` +
+          `${this.maxMessageBytesOption === undefined ? " (RabbitMQ's documented default for this broker version; set maxMessageBytes if your broker is configured otherwise)" : ' (maxMessageBytes)'}`,
+      );
+    }
     let { properties } = built;
     if (this.injectContext) {
       const headers = properties.headers ?? {};
@@ -231,33 +277,38 @@ function messageIdForKey(key: string): string {
 /**
  * Turns a body and options into the wire content and publish properties. Pure; exported for tests.
  * @throws ConfigurationError for an unknown option name (a misspelled `idempotencyKey` would
- *   silently give every publish a new random key), an empty idempotency key or message id, or a
- *   key containing U+FFFD
+ *   silently give every publish a new random key), an empty message id, or a header named
+ *   `idempotency-key` in any case when no `idempotencyKey` is given (the message would get a
+ *   random key and could never be deduplicated)
+ * @throws InvalidKeyError for a key consumers refuse ({@link validatePublishedKey})
  */
 export function buildPublish(body: MessageBody, options: PublishMessageOptions): { content: Buffer; properties: Options.Publish; receipt: PublishReceipt } {
   checkKnownOptions('publish options', options, PUBLISH_OPTION_NAMES);
-  if (options.idempotencyKey !== undefined && (typeof options.idempotencyKey !== 'string' || options.idempotencyKey.length === 0)) {
-    throw new ConfigurationError(`idempotencyKey must be a non-empty string, got ${JSON.stringify(options.idempotencyKey)}`);
-  }
+  if (options.idempotencyKey !== undefined) validatePublishedKey(options.idempotencyKey, 'text');
   if (options.messageId !== undefined && (typeof options.messageId !== 'string' || options.messageId.length === 0)) {
     throw new ConfigurationError(`messageId must be a non-empty string, got ${JSON.stringify(options.messageId)}`);
   }
-  if (options.idempotencyKey?.includes('\uFFFD')) {
-    throw new ConfigurationError('idempotencyKey contains U+FFFD (a replacement character): consumers dead-letter such a key as invalid_key, because it marks bytes lost in decoding; send the original bytes or a text key');
+  if (options.idempotencyKey === undefined) {
+    const headers = options.headers ?? {};
+    const named = Object.keys(headers).find((name) => name.toLowerCase() === IDEMPOTENCY_KEY_HEADER);
+    if (named !== undefined) {
+      throw new ConfigurationError(
+        `publish options: headers hold "${named}" but no idempotencyKey was given; the "${IDEMPOTENCY_KEY_HEADER}" header is set from idempotencyKey (else a message id), ` +
+          `so this message would carry another key and could never be deduplicated. Pass { idempotencyKey: ${JSON.stringify(headers[named])} } instead of the header`,
+      );
+    }
+    if (options.messageId !== undefined) validatePublishedKey(options.messageId, 'text');
   }
   const messageId = options.messageId ?? (options.idempotencyKey === undefined ? randomUUID() : messageIdForKey(options.idempotencyKey));
   const idempotencyKey = options.idempotencyKey ?? messageId;
-  const isBuffer = Buffer.isBuffer(body);
-  const json = isBuffer ? undefined : JSON.stringify(body);
-  if (!isBuffer && json === undefined) throw new ConfigurationError('body must be a Buffer or a JSON-serialisable value');
-  const content = isBuffer ? body : Buffer.from(json!, 'utf8');
+  const { content, defaultContentType } = encodeBody(body);
   const properties: Options.Publish = {
     messageId,
     persistent: options.persistent ?? true,
     headers: { ...(options.headers ?? {}), [IDEMPOTENCY_KEY_HEADER]: idempotencyKey },
     timestamp: Math.floor(Date.now() / 1000),
   };
-  const contentType = options.contentType ?? (isBuffer ? undefined : 'application/json');
+  const contentType = options.contentType ?? defaultContentType;
   if (contentType !== undefined) properties.contentType = contentType;
   if (options.correlationId !== undefined) properties.correlationId = options.correlationId;
   if (options.replyTo !== undefined) properties.replyTo = options.replyTo;
@@ -266,6 +317,24 @@ export function buildPublish(body: MessageBody, options: PublishMessageOptions):
   if (options.priority !== undefined) properties.priority = checkInt('priority', options.priority, 0, 255);
   if (options.expirationMs !== undefined) properties.expiration = String(checkInt('expirationMs', options.expirationMs, 0, 2 ** 31 - 1));
   return { content, properties, receipt: { messageId, idempotencyKey } };
+}
+
+/** The bytes of a body and the content type that names them (see {@link MessageBody}). */
+function encodeBody(body: MessageBody): { content: Buffer; defaultContentType: string | undefined } {
+  if (Buffer.isBuffer(body)) return { content: body, defaultContentType: undefined };
+  if (typeof body === 'string') return { content: Buffer.from(body, 'utf8'), defaultContentType: isJsonText(body) ? 'application/json' : 'text/plain; charset=utf-8' };
+  const json = JSON.stringify(body);
+  if (json === undefined) throw new ConfigurationError('body must be a Buffer, a string or a JSON-serialisable value');
+  return { content: Buffer.from(json, 'utf8'), defaultContentType: 'application/json' };
+}
+
+function isJsonText(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function checkInt(field: string, value: unknown, min: number, max: number): number {

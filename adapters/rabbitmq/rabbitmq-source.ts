@@ -45,6 +45,11 @@ export type { RabbitMqSourceState } from './lifecycle';
 export class RabbitMqSource implements MessageSource, AdapterSurface<ResolvedSourceOptions, RabbitMqSourceStats, RabbitMqSourceEvent> {
   /** Messaging system name, as in OpenTelemetry `messaging.system`. */
   readonly system = 'rabbitmq';
+
+  /** The queue consumed. */
+  get destinationName(): string {
+    return this.options.queue;
+  }
   private readonly options: ResolvedSourceOptions;
   private readonly logger: Logger;
   private readonly plan: TopologyPlan;

@@ -24,6 +24,26 @@ import { MessageTooLargeError } from './errors';
 /** Largest `headers` table amqplib can encode, bytes of AMQP field-table encoding (its encoding buffer). */
 export const MAX_HEADER_TABLE_BYTES = 65_536;
 
+/**
+ * RabbitMQ's default `max_message_size` (largest message body a broker accepts, bytes) for a
+ * broker version, as the server announces it in `connection.start` (`serverProperties.version`).
+ * AMQP 0-9-1 does not tell a client the configured limit, so this is the documented default:
+ * 16 MiB from RabbitMQ 4.0 (rabbitmq-server pull request 11455, "Reduce default maximum message
+ * size to 16MB"; "Configuration" docs, `max_message_size`), 128 MiB in 3.8 – 3.13 (rabbitmq-server
+ * issue 11187; a 3.10.8 broker refuses 134 217 729 bytes, "larger than configured max size 134217728").
+ * A broker refuses a larger body by closing the channel (406 PRECONDITION_FAILED), which fails every publish waiting on
+ * that channel. An unknown or unparsable version gives the 4.x default, the smaller one.
+ */
+export function defaultMaxMessageBytes(serverVersion: string | undefined): number {
+  const major = Number.parseInt(serverVersion?.split('.')[0] ?? '', 10);
+  return Number.isInteger(major) && major < 4 ? MAX_MESSAGE_BYTES_3X : MAX_MESSAGE_BYTES_4X;
+}
+
+/** RabbitMQ 3.8 – 3.13's default `max_message_size`, bytes (128 MiB). */
+const MAX_MESSAGE_BYTES_3X = 128 * 1024 * 1024;
+/** RabbitMQ 4.x's default `max_message_size`, bytes (16 MiB). */
+const MAX_MESSAGE_BYTES_4X = 16 * 1024 * 1024;
+
 /** Longest AMQP short string (names, message id, routing key, …), bytes of UTF-8. */
 const SHORT_STRING_MAX_BYTES = 255;
 

@@ -43,7 +43,10 @@ export class SimulatedCrash extends ShutdownError {
   }
 }
 
-export class PaymentConsumer extends ConsumerBase<Payment> {
+/** Writes an effect row through the claim's transaction (the transactional inbox). */
+export type RecordEffect = (transaction: unknown, key: string, worker: number, fencingToken: number) => Promise<void>;
+
+export class PaymentConsumer extends ConsumerBase<Payment, unknown> {
   crashed = false;
   /** Bodies whose ack must be dropped by a crash right after the commit. */
   readonly crashOnAck = new WeakSet<Buffer>();
@@ -55,6 +58,8 @@ export class PaymentConsumer extends ConsumerBase<Payment> {
     private readonly rng: Rng,
     private readonly plan: CrashPlan,
     private readonly onCrash: (point: CrashPoint) => void,
+    /** With the inbox: the effect is a row written in the claim's transaction, not a ledger call. */
+    private readonly recordEffect?: RecordEffect,
   ) {
     super(options);
   }
@@ -70,14 +75,16 @@ export class PaymentConsumer extends ConsumerBase<Payment> {
     return defaultMessageKey(delivery);
   }
 
-  async handle(message: Message<Payment>, context: HandlerContext): Promise<Disposition> {
+  async handle(message: Message<Payment>, context: HandlerContext<unknown>): Promise<Disposition> {
     if (message.body.poison) throw new PermanentError(`account ${message.body.account} is closed`);
     const roll = this.rng.next();
     const { rate } = this.plan;
     await sleep(Math.floor(this.rng.next() * this.plan.maxWorkMs));
     if (this.crashed) throw new SimulatedCrash(); // a dead process applies nothing more
     if (roll < rate.before_effect) return this.crash('before_effect');
-    this.ledger.apply(message.key, this.worker, context.fencingToken);
+    if (this.recordEffect) await this.recordEffect(context.transaction, message.key, this.worker, context.fencingToken);
+    else this.ledger.apply(message.key, this.worker, context.fencingToken);
+    if (this.crashed) throw new SimulatedCrash();
     if (roll < rate.before_effect + rate.after_effect_before_commit) return this.crash('after_effect_before_commit');
     if (roll < rate.before_effect + rate.after_effect_before_commit + rate.after_commit_before_ack) this.crashOnAck.add(message.raw);
     return ack({ appliedBy: this.worker });

@@ -16,6 +16,17 @@ export class EffectLedger {
   /** Workers that crashed, by id. */
   readonly crashedWorkers = new Set<number>();
 
+  /** A ledger of effects a store committed (the inbox's effect rows), each committed by its worker. */
+  static fromRows(rows: readonly { key: string; worker: number; fencingToken: number }[], crashedWorkers: ReadonlySet<number>): EffectLedger {
+    const ledger = new EffectLedger();
+    for (const worker of crashedWorkers) ledger.crashedWorkers.add(worker);
+    for (const row of rows) {
+      ledger.apply(row.key, row.worker, row.fencingToken);
+      ledger.committed(row.key, row.worker);
+    }
+    return ledger;
+  }
+
   /** Records the business effect (the demo's "payment applied"). */
   apply(key: string, worker: number, fencingToken: number): void {
     let list = this.effects.get(key);

@@ -7,6 +7,8 @@
  *   npm run demo                                          # embedded broker + in-memory claimer
  *   npm run demo -- --broker rabbitmq --claimer redis     # local RabbitMQ + Redis
  *   npm run demo -- --broker kafka --claimer redis        # local Kafka + Redis
+ *   npm run demo -- --broker rabbitmq --claimer postgres  # the PostgreSQL transactional inbox:
+ *                                                         # effect rows commit with the claim, 0 duplicates
  *
  * Exit code 0 when the verdict holds, 1 otherwise.
  */
@@ -26,7 +28,7 @@ import { printReport, type RunStats } from './report';
 import { Rng } from './rng';
 import type { CrashableSource, DemoMessage, DemoStack } from './stack';
 import { memoryStack } from './stacks/memory';
-import { realStack } from './stacks/real';
+import { type ClaimerKind, realStack } from './stacks/real';
 
 /** Short, so a crashed worker's leases end soon and the run stays short. */
 const LEASE_TTL_MS = 1_000;
@@ -34,11 +36,11 @@ const BUSY_REQUEUE_DELAY_MS = 100;
 
 interface DemoOptions {
   broker: 'memory' | 'rabbitmq' | 'kafka';
-  claimer: 'memory' | 'redis';
+  claimer: ClaimerKind;
   messages: number;
   duplicateShare: number;
   consumers: number;
-  concurrency: number;
+  concurrency: number | undefined;
   poison: number;
   crashRate: number;
   seed: number;
@@ -64,11 +66,11 @@ function parseOptions(argv: string[]): DemoOptions {
     .name('twophase-demo')
     .description('Publish payments, crash consumers at every step, and check the effect-once verdict.')
     .addOption(new Option('--broker <broker>', 'message broker').choices(['memory', 'rabbitmq', 'kafka']).default('memory').env('TWOPHASE_DEMO_BROKER'))
-    .addOption(new Option('--claimer <claimer>', 'claim store').choices(['memory', 'redis']).default('memory').env('TWOPHASE_DEMO_CLAIMER'))
+    .addOption(new Option('--claimer <claimer>', 'claim store').choices(['memory', 'redis', 'postgres']).default('memory').env('TWOPHASE_DEMO_CLAIMER'))
     .option('--messages <n>', 'unique payments to publish', positiveInt, 10_000)
     .option('--duplicate-share <x>', 'extra copies published, as a share of the unique payments', share, 0.15)
     .option('--consumers <n>', 'consumers running at once', positiveInt, 4)
-    .option('--concurrency <n>', 'in-flight messages per consumer', positiveInt, 16)
+    .option('--concurrency <n>', 'in-flight messages per consumer (default 16; 8 with postgres: each holds a connection)', positiveInt)
     .option('--poison <n>', 'poison payments (always fail permanently)', positiveInt, 10)
     .option('--crash-rate <x>', 'chance per delivery of a crash at each crash point', share, 0.002)
     .option('--seed <n>', 'random seed (reproducible runs)', positiveInt, 42)
@@ -79,9 +81,14 @@ function parseOptions(argv: string[]): DemoOptions {
   return program.opts<DemoOptions>();
 }
 
+/** In-flight messages per consumer: the option, else 16, or 8 with the inbox (each holds a PostgreSQL connection). */
+function concurrencyOf(options: DemoOptions): number {
+  return options.concurrency ?? (options.claimer === 'postgres' ? 8 : 16);
+}
+
 async function makeStack(options: DemoOptions): Promise<DemoStack> {
   if (options.broker === 'memory' && options.claimer === 'memory') return memoryStack();
-  return realStack(options.broker, options.claimer);
+  return realStack(options.broker, options.claimer, concurrencyOf(options) + 2);
 }
 
 function buildMessages(options: DemoOptions, rng: Rng): { messages: DemoMessage[]; uniqueKeys: string[]; poisonKeys: string[]; invalid: number; copies: number } {
@@ -186,10 +193,20 @@ async function main(): Promise<number> {
     deadLettered: 0,
     commitFailed: 0,
     leaseLost: 0,
+    effectWrites: 0,
     crashes: { before_effect: 0, after_effect_before_commit: 0, after_commit_before_ack: 0 },
   };
   const { messages, uniqueKeys, poisonKeys, invalid, copies } = buildMessages(options, rng);
   stats.published = messages.length;
+
+  // With the inbox: every effect row written, counted to show how many a crash rolled back.
+  const inbox = stack.inbox;
+  const recordEffect = inbox
+    ? async (transaction: unknown, key: string, worker: number, fencingToken: number) => {
+        await inbox.recordEffect(transaction, key, worker, fencingToken);
+        stats.effectWrites++;
+      }
+    : undefined;
 
   const live = new Set<PaymentConsumer>();
   let nextWorker = 0;
@@ -201,7 +218,8 @@ async function main(): Promise<number> {
 
   const startWorker = async (): Promise<void> => {
     const worker = ++nextWorker;
-    const claimer = new CrashableClaimer(options.perWorkerClaims ? new InMemoryClaimer() : stack.claimer);
+    const own = options.perWorkerClaims ? undefined : stack.inbox?.workerClaimer(worker);
+    const claimer = new CrashableClaimer(options.perWorkerClaims ? new InMemoryClaimer() : (own?.claimer ?? stack.claimer!));
     const inner = stack.makeSource(worker);
     const onEvent = (e: ConsumerEvent) => {
       switch (e.type) {
@@ -232,7 +250,7 @@ async function main(): Promise<number> {
         name: 'payments',
         claimer,
         source: demoSource(inner, () => self, stats),
-        concurrency: options.concurrency,
+        concurrency: concurrencyOf(options),
         leaseTtlMs: LEASE_TTL_MS,
         doneTtlMs: 3_600_000,
         busyRequeueDelayMs: BUSY_REQUEUE_DELAY_MS,
@@ -255,10 +273,11 @@ async function main(): Promise<number> {
         ledger.crashedWorkers.add(worker);
         claimer.crashed = true;
         live.delete(self);
-        void Promise.resolve(inner.crash()).finally(() => {
+        void Promise.allSettled([inner.crash(), own?.crash()]).finally(() => {
           if (!stopping) void startWorkerWithRetry();
         });
       },
+      recordEffect,
     );
     live.add(self);
     try {
@@ -309,8 +328,10 @@ async function main(): Promise<number> {
   stopping = true;
   await Promise.all([...live].map((c) => c.stop()));
   const deadLetters = await stack.deadLetters();
+  // With the inbox the effects are the rows the database committed, not the handler's calls.
+  const effects = stack.inbox ? EffectLedger.fromRows(await stack.inbox.effects(), ledger.crashedWorkers) : ledger;
   await stack.close();
-  return printReport({ label: stack.label, options, copies, busyRequeueDelayMs: BUSY_REQUEUE_DELAY_MS, leaseTtlMs: LEASE_TTL_MS, stats, ledger, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: quietChecks < 3 });
+  return printReport({ label: stack.label, inbox: stack.inbox !== undefined, options, copies, busyRequeueDelayMs: BUSY_REQUEUE_DELAY_MS, leaseTtlMs: LEASE_TTL_MS, stats, ledger: effects, uniqueKeys, poisonKeys, invalid, deadLetters, elapsedMs, timedOut: quietChecks < 3 });
 }
 
 main().then(

@@ -24,11 +24,15 @@ export interface RunStats {
   deadLettered: number;
   commitFailed: number;
   leaseLost: number;
+  /** Effect rows written through a claim's transaction (the inbox), committed or not. */
+  effectWrites: number;
   crashes: Record<CrashPoint, number>;
 }
 
 export interface ReportInput {
   readonly label: string;
+  /** The transactional inbox: effects commit with their claim, so not one may repeat. */
+  readonly inbox: boolean;
   readonly options: { messages: number; consumers: number; seed: number; crashRate: number };
   /** Extra copies of unique payments that were published. */
   readonly copies: number;
@@ -93,6 +97,7 @@ export function printReport(input: ReportInput): number {
     ['commit_failed / lease_lost (live workers)', `${stats.commitFailed} / ${stats.leaseLost}`],
     ['unique payments', unique],
     ['effects applied', ledger.totalEffects],
+    ...(input.inbox ? ([['effect rows written, then rolled back (crashes)', stats.effectWrites - ledger.totalEffects]] as [string, string | number][]) : []),
     ['payments lost (no effect)', lost.length],
     ['duplicated effects: crash after effect, before commit', explained],
     ['duplicated effects: any other cause', unexplained.length],
@@ -129,11 +134,16 @@ export function printReport(input: ReportInput): number {
   const problems: string[] = [];
   if (input.timedOut) problems.push(`timed out with ${stats.published - stats.finals} messages not settled`);
   if (lost.length > 0) problems.push(`${lost.length} payments lost, e.g. ${lost.slice(0, 3).join(', ')}`);
+  if (input.inbox && explained > 0) problems.push(`${explained} duplicated effects: with the inbox an effect row commits with its claim, so a crash before the commit rolls it back and none may repeat`);
   if (unexplained.length > 0) problems.push(`${unexplained.length} duplicated effects not explained by the documented window, e.g. ${unexplained.slice(0, 3).map((d) => d.key).join(', ')}`);
   if (poisonApplied.length > 0) problems.push(`${poisonApplied.length} poison payments applied`);
   if (poisonMissingFromDlq.length > 0) problems.push(`${poisonMissingFromDlq.length} poison payments missing from the dead-letter queue`);
   const expectedDead = input.poisonKeys.length + input.invalid;
   if (input.deadLetters.length < expectedDead) problems.push(`dead-letter queue holds ${input.deadLetters.length} messages, expected at least ${expectedDead}`);
+  if (problems.length === 0 && input.inbox) {
+    console.log(`VERDICT: PASS — no payment lost; 0 duplicated effects: each effect row committed in the transaction of its claim, so the ${stats.crashes.after_effect_before_commit} crash(es) between the effect and the commit rolled their effect back.`);
+    return 0;
+  }
   if (problems.length === 0) {
     console.log(`VERDICT: PASS — no payment lost; ${explained} duplicated effect(s), all from crashes between the effect and the commit (the documented window).`);
     return 0;

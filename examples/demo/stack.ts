@@ -22,11 +22,35 @@ export interface CrashableSource extends MessageSource {
   readonly forwardSettlesAfterCrash?: boolean;
 }
 
+/** An effect row the store committed (the transactional inbox). */
+export interface EffectRow {
+  readonly key: string;
+  readonly worker: number;
+  readonly fencingToken: number;
+}
+
+/** A claimer of one worker's own, with its own connections (the PostgreSQL inbox). */
+export interface WorkerClaimer {
+  readonly claimer: Claimer;
+  /** Ends the worker's store sessions as a killed process's would: open transactions roll back. */
+  crash(): Promise<void>;
+}
+
 export interface DemoStack {
   /** Shown in the report, e.g. "memory broker + memory claimer". */
   readonly label: string;
-  /** The claimer every worker shares (each wraps it to simulate its own crash). */
-  readonly claimer: Claimer;
+  /** The claimer every worker shares (each wraps it to simulate its own crash); none with `inbox`. */
+  readonly claimer: Claimer | undefined;
+  /**
+   * The transactional inbox: each worker gets a claimer of its own (instead of `claimer`), its
+   * handler writes the effect through `ctx.transaction` with `recordEffect`, and the effects
+   * counted are the rows the store committed (`effects()`), not the handler's calls.
+   */
+  readonly inbox?: {
+    workerClaimer(worker: number): WorkerClaimer;
+    recordEffect(transaction: unknown, key: string, worker: number, fencingToken: number): Promise<void>;
+    effects(): Promise<EffectRow[]>;
+  };
   /** Declared replicas: 1 for the in-process claimer (all workers live in this process). */
   readonly replicas: number;
   makeSource(worker: number): CrashableSource;

@@ -58,3 +58,11 @@ export function serviceSettings(env: Env = process.env, warn: (line: string) => 
       .filter((b) => b.length > 0),
   };
 }
+
+/** Where the demo's PostgreSQL inbox lives: the variables the `twophase` CLI reads too. */
+export const DATABASE_URL_NAMES = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as const;
+
+/** The PostgreSQL URL: `$TWOPHASE_DATABASE_URL`, else `$DATABASE_URL`, else the local server. */
+export function databaseUrl(env: Env = process.env): string {
+  return DATABASE_URL_NAMES.map((name) => env[name]).find((v) => v !== undefined && v !== '') ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+}

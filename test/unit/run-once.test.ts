@@ -14,6 +14,7 @@ import {
   PreviousAttemptFailedError,
   ResultTooLargeError,
   runOnce,
+  UnstorableResultError,
   runOnceKey,
   type RunOnceOptions,
 } from '../../src';
@@ -93,6 +94,25 @@ describe('runOnce', () => {
     await expect(repeat).resolves.toMatchObject({ status: 'replayed', result: { receipt: 'r-9' } });
     await first;
     expect(g.calls.count).toBe(1);
+  });
+
+  test('with waitMs 0 the InProgressError says it did not wait, however long the claim itself took', async () => {
+    const inner = new InMemoryClaimer();
+    const slow = Object.assign(Object.create(inner) as InMemoryClaimer, {
+      claim: async (key: string, options: Parameters<InMemoryClaimer['claim']>[1]) => {
+        await new Promise((r) => setTimeout(r, 60));
+        return inner.claim(key, options);
+      },
+    });
+    const g = gated({ ok: true });
+    const first = runOnce(base(slow), g.fn);
+    await g.started;
+    const error = (await runOnce({ ...base(slow), waitMs: 0 }, g.fn).catch((e: unknown) => e)) as InProgressError;
+    expect(error).toBeInstanceOf(InProgressError);
+    expect(error.waitedMs).toBe(0);
+    expect(error.message).not.toMatch(/waited/);
+    g.open();
+    await first;
   });
 
   test('a wait shorter than the other run ends in InProgressError naming how long it waited', async () => {
@@ -221,6 +241,21 @@ describe('runOnce', () => {
     const claimer = new InMemoryClaimer();
     await expect(runOnce({ ...base(claimer), maxResultBytes: 10 }, () => 'x'.repeat(20))).rejects.toBeInstanceOf(ResultTooLargeError);
     await expect(runOnce(base(claimer), () => 'small')).rejects.toBeInstanceOf(PreviousAttemptFailedError);
+  });
+
+  test('a result JSON cannot store (a BigInt, a cycle) fails with UnstorableResultError naming where and why, not ConfigurationError', async () => {
+    const claimer = new InMemoryClaimer();
+    const big = runOnce(base(claimer, 'big-1'), () => ({ amount: 10n }) as never);
+    await expect(big).rejects.toBeInstanceOf(UnstorableResultError);
+    await expect(big).rejects.not.toBeInstanceOf(ConfigurationError);
+    await expect(big).rejects.toThrow(/result\.amount is a bigint/);
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    await expect(runOnce(base(claimer, 'cyc-1'), () => cyclic as never)).rejects.toThrow(/result\.self refers back to result/);
+    // A function value, silently dropped by JSON, would replay as a different result: refused too.
+    await expect(runOnce(base(claimer, 'fn-1'), () => ({ cb: () => 1 }) as never)).rejects.toThrow(/result\.cb is a function/);
+    // The key is handled per onFailure (record): the function ran.
+    await expect(runOnce(base(claimer, 'big-1'), () => 1)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
   });
 
   test("the claimer's own smaller result bound applies too", async () => {

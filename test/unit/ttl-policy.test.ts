@@ -142,9 +142,9 @@ describe('TtlPolicy', () => {
       'billing:o1': { leaseTtlMs: 30_000, doneTtlMs: 2 * DAY },
       'billing:u1': { leaseTtlMs: 30_000, doneTtlMs: 2 * DAY },
     });
-    const ttlLines = lines.filter((l) => l.msg?.includes('effective TTLs'));
+    const ttlLines = lines.filter((l) => l.msg === 'twophase: consumer started');
     expect(ttlLines).toHaveLength(1);
-    expect(ttlLines[0]!.obj).toEqual({ consumer: 'billing', ttls: consumer.describe().ttls });
+    expect(ttlLines[0]!.obj).toMatchObject({ consumer: 'billing', ttls: consumer.describe().ttls });
   });
 
   test('a type with a lease shorter than the consumer’s is kept alive at its own pace while its handler runs', async () => {

@@ -20,7 +20,8 @@ const GROUP_TIMEOUTS = { sessionTimeout: 6000, rebalanceTimeout: 8000, heartbeat
 export interface KafkaStackInput {
   readonly run: string;
   readonly brokers: readonly string[];
-  readonly claimer: Claimer;
+  readonly claimer: Claimer | undefined;
+  readonly inbox?: DemoStack['inbox'];
   readonly replicas: number;
   readonly label: string;
   closeClaimer(): Promise<void>;
@@ -50,6 +51,7 @@ export async function kafkaStack(input: KafkaStackInput): Promise<DemoStack> {
   return {
     label: input.label,
     claimer: input.claimer,
+    ...(input.inbox ? { inbox: input.inbox } : {}),
     replicas: input.replicas,
     makeSource: (): CrashableSource => {
       const source = new KafkaSource(

@@ -15,16 +15,32 @@ import { InMemoryClaimer, MemoryBroker, MemorySource } from '../../../adapters/m
 import { delayQueueName, HEADERS, RabbitMqPublisher, RabbitMqSource } from '../../../adapters/rabbitmq';
 import { RedisClaimer } from '../../../adapters/redis';
 import { type Claimer, silentLogger } from '../../../src';
-import { serviceSettings } from '../../shared/env';
+import { databaseUrl, serviceSettings } from '../../shared/env';
 import type { CrashableSource, DemoMessage, DemoStack } from '../stack';
 import { kafkaStack } from './kafka';
+import { type InboxStore, postgresInbox } from './postgres';
 
-export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimerKind: 'memory' | 'redis'): Promise<DemoStack> {
+export type ClaimerKind = 'memory' | 'redis' | 'postgres';
+
+/** The label of each claimer kind in the report. */
+const CLAIMER_LABEL: Readonly<Record<ClaimerKind, string>> = {
+  memory: 'InMemoryClaimer',
+  redis: 'RedisClaimer (Redis)',
+  postgres: 'PostgresClaimer (transactional inbox)',
+};
+
+/**
+ * @param connectionsPerWorker the PostgreSQL pool size of each worker (inbox only)
+ */
+export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimerKind: ClaimerKind, connectionsPerWorker = 20): Promise<DemoStack> {
   const { amqpUrl: AMQP_URL, redisUrl: REDIS_URL, kafkaBrokers } = serviceSettings();
   const run = randomUUID().slice(0, 8);
   let redis: Redis | undefined;
-  let claimer: Claimer;
-  if (claimerKind === 'redis') {
+  let claimer: Claimer | undefined;
+  let store: InboxStore | undefined;
+  if (claimerKind === 'postgres') {
+    store = await postgresInbox(run, databaseUrl(), connectionsPerWorker);
+  } else if (claimerKind === 'redis') {
     // The claimer's client: no offline queue, bounded retries per command (see docs/redis.md).
     redis = new Redis(REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
     const redisClaimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix: `twophase-demo-${run}` });
@@ -35,8 +51,10 @@ export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimer
   }
   const replicas = claimerKind === 'memory' ? 1 : 4;
   const brokerLabel = { memory: 'in-process broker', rabbitmq: 'RabbitMQ', kafka: 'Kafka' }[broker];
-  const label = `${brokerLabel} + ${claimerKind === 'redis' ? 'RedisClaimer (Redis)' : 'InMemoryClaimer'}`;
+  const label = `${brokerLabel} + ${CLAIMER_LABEL[claimerKind]}`;
+  const inbox = store;
   const closeClaimer = async () => {
+    await store?.close();
     if (redis) {
       // Leave nothing behind: the demo's keys live under their own prefix.
       const keys = await redis.keys(`twophase-demo-${run}:*`);
@@ -45,7 +63,7 @@ export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimer
     }
   };
 
-  if (broker === 'kafka') return kafkaStack({ run, brokers: kafkaBrokers, claimer, replicas, label, closeClaimer });
+  if (broker === 'kafka') return kafkaStack({ run, brokers: kafkaBrokers, claimer, ...(inbox ? { inbox } : {}), replicas, label, closeClaimer });
 
   if (broker === 'memory') {
     const memory = new MemoryBroker();
@@ -53,6 +71,7 @@ export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimer
     return {
       label,
       claimer,
+      ...(inbox ? { inbox } : {}),
       replicas,
       makeSource: () => new MemorySource({ broker: memory, queue }),
       publish: async (messages) => {
@@ -79,6 +98,7 @@ export async function realStack(broker: 'memory' | 'rabbitmq' | 'kafka', claimer
   return {
     label,
     claimer,
+    ...(inbox ? { inbox } : {}),
     replicas,
     makeSource: (worker: number): CrashableSource => {
       const source = worker === 1 ? first : new RabbitMqSource({ ...sourceOptions, connectionName: `twophase-demo-${run}-${worker}` });

@@ -90,3 +90,36 @@ describe('demo on the embedded default', () => {
     expect(result.status).toBe(1);
   });
 });
+
+/** The inbox run on one broker: crashes at every step, and not one duplicated effect. */
+function expectInboxVerdict(result: ReturnType<typeof runDemo>, brokerLabel: string): void {
+  expect(result.stderr).not.toMatch(/Error/);
+  expect(result.stdout).toMatch(new RegExp(`${brokerLabel} \\+ PostgresClaimer \\(transactional inbox\\)`));
+  expect(result.stdout).toMatch(/payments lost \(no effect\)\s+0\n/);
+  for (const step of ['before the effect', 'after the effect, before the commit', 'after the commit, before the ack']) {
+    expect(result.stdout).toMatch(new RegExp(`crashes: ${step.replace(/[()]/g, '\\$&')}\\s+[1-9]`));
+  }
+  // The crash window of the Redis run is closed: the effect rows commit with the claim.
+  expect(result.stdout).toMatch(/duplicated effects: crash after effect, before commit\s+0\n/);
+  expect(result.stdout).toMatch(/duplicated effects: any other cause\s+0\n/);
+  expect(result.stdout).toMatch(/VERDICT: PASS — no payment lost; 0 duplicated effects/);
+  expect(result.status).toBe(0);
+}
+
+describeWithServices(['postgres'], 'demo with the PostgreSQL inbox (--claimer postgres)', () => {
+  test('embedded broker: effect rows written through ctx.transaction, crashes at every step, 0 duplicated effects', () => {
+    expectInboxVerdict(runDemo(['--claimer', 'postgres', '--messages', '1500', '--crash-rate', '0.006', '--seed', '5']), 'in-process broker');
+  });
+});
+
+describeWithServices(['rabbitmq', 'postgres'], 'demo on RabbitMQ with the PostgreSQL inbox', () => {
+  test('crashes workers at every step, loses nothing, and applies no effect twice', () => {
+    expectInboxVerdict(runDemo(['--broker', 'rabbitmq', '--claimer', 'postgres', '--messages', '1500', '--crash-rate', '0.006', '--seed', '7']), 'RabbitMQ');
+  });
+});
+
+describeWithServices(['kafka', 'postgres'], 'demo on Kafka with the PostgreSQL inbox', () => {
+  test('crashes group members at every step, loses nothing, and applies no effect twice', () => {
+    expectInboxVerdict(runDemo(['--broker', 'kafka', '--claimer', 'postgres', '--messages', '1000', '--crash-rate', '0.008', '--seed', '7']), 'Kafka');
+  });
+});

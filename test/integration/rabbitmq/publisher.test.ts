@@ -2,7 +2,7 @@
  * The publisher helper on the real broker: message id and idempotency-key header, confirms,
  * unroutable messages, and retried publishes deduplicated by the consumer.
  */
-import { ConfigurationError, IDEMPOTENCY_KEY_HEADER } from '../../../src';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, InvalidKeyError } from '../../../src';
 import { MessageTooLargeError, RabbitMqPublisher, UnroutableError } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
@@ -39,7 +39,7 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     const consumer = h.consumer({ source, claimer: h.claimer('memory') }, applying(new EffectLog()));
     await consumer.start();
     await consumer.stop();
-    const key = 'k'.repeat(600);
+    const key = 'k'.repeat(400);
     const receipt = await publisher.sendToQueue(queue, { n: 1 }, { idempotencyKey: key });
     expect(receipt.idempotencyKey).toBe(key);
     expect(receipt.messageId).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -154,9 +154,9 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     }
   });
 
-  test('publish before connect and an empty key are configuration errors', async () => {
+  test('publish before connect is a configuration error; an empty key is an invalid key', async () => {
     const idle = new RabbitMqPublisher({ url: AMQP_URL });
     await expect(idle.publish('', 'q', {})).rejects.toBeInstanceOf(ConfigurationError);
-    await expect(publisher.sendToQueue('q', {}, { idempotencyKey: '' })).rejects.toBeInstanceOf(ConfigurationError);
+    await expect(publisher.sendToQueue('q', {}, { idempotencyKey: '' })).rejects.toBeInstanceOf(InvalidKeyError);
   });
 });
