@@ -238,6 +238,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
         'each commit would wait for the whole batch. Turn the source\'s claims ahead off (RabbitMQ batchClaims: false) or use per-record transactions',
     );
   }
+  source?.fitClaimer?.(resolved.claimer);
   const logger = resolved.logger as Partial<Logger> | null;
   if (!logger || typeof logger !== 'object' || (['debug', 'info', 'warn', 'error'] as const).some((m) => typeof logger[m] !== 'function')) {
     throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');

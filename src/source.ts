@@ -1,7 +1,7 @@
 /**
  * The broker side of a consumer: what an adapter implements so {@link ConsumerBase} can consume.
  */
-import type { ClaimResult } from './claimer';
+import type { Claimer, ClaimResult } from './claimer';
 import type { Delivery } from './delivery';
 import type { DeliveryResult } from './observer';
 
@@ -98,4 +98,11 @@ export interface MessageSource {
    * such a source may claim ahead with a claimer that {@link Claimer.sharesTransactions}.
    */
   readonly adoptsSharedTransactions?: boolean;
+  /**
+   * Optional: called once by the consumer at construction with its claimer, so the source can
+   * fit its defaults to it (the Kafka source claims no record ahead with a claimer that opens one
+   * transaction per claim) or refuse a combination that cannot perform.
+   * @throws ConfigurationError naming the option to change
+   */
+  fitClaimer?(claimer: Claimer): void;
 }
