@@ -98,6 +98,14 @@ export interface ConsumerOptions {
    * Refused (`ConfigurationError`) with a transactional claimer ({@link Claimer.transactional}).
    */
   readonly failOpen?: boolean;
+  /**
+   * The handler writes its effect through `ctx.transaction`: refused at construction
+   * (`ConfigurationError`) unless the claimer is transactional ({@link Claimer.transactional}, e.g.
+   * `new PostgresClaimer({ pool }, { mode: 'transactional' })`), so a claimer without a transaction
+   * is found before the first message. Default false (without it, a handler that uses an absent
+   * `ctx.transaction` fails each delivery with `TransactionUnavailableError`).
+   */
+  readonly requireTransaction?: boolean;
   /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
   readonly logger?: Logger;
   /** Observers of every outcome (logging, metrics, tracing). */
@@ -145,6 +153,7 @@ const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
   'shutdownTimeoutMs',
   'deployment',
   'failOpen',
+  'requireTransaction',
   'logger',
   'observers',
   'clock',
@@ -172,6 +181,7 @@ export const CONSUMER_DEFAULTS = {
   keepAlive: true,
   shutdownTimeoutMs: 30_000,
   failOpen: false,
+  requireTransaction: false,
 } as const;
 
 /**
@@ -228,6 +238,12 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   if (typeof resolved.keepAlive !== 'boolean') throw new ConfigurationError('keepAlive must be a boolean');
   if (typeof resolved.batchCommits !== 'boolean') throw new ConfigurationError(`batchCommits must be a boolean, got ${JSON.stringify(resolved.batchCommits) ?? typeof resolved.batchCommits}`);
   if (typeof resolved.failOpen !== 'boolean') throw new ConfigurationError('failOpen must be a boolean');
+  if (typeof resolved.requireTransaction !== 'boolean') throw new ConfigurationError(`requireTransaction must be a boolean, got ${JSON.stringify(resolved.requireTransaction) ?? typeof resolved.requireTransaction}`);
+  if (resolved.requireTransaction && resolved.claimer.transactional !== true) {
+    throw new ConfigurationError(
+      "requireTransaction: the handler writes through ctx.transaction, but the claimer gives no transaction: use a transactional claimer, e.g. new PostgresClaimer({ pool }, { mode: 'transactional' })",
+    );
+  }
   if (resolved.failOpen && resolved.claimer.transactional === true) {
     throw new ConfigurationError('failOpen cannot be used with a transactional claimer: an unguarded run has no claim and so no transaction for the handler\'s effect');
   }
