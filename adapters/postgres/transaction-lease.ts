@@ -39,7 +39,8 @@ import {
   LeaseReceipt,
   NonAcquiredReceipt,
 } from '../../src/adapter-kit';
-import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
+import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError, TransactionMisuseError } from './errors';
+import { transactionControl } from './transaction-control';
 import { type KeyDigests, sha256 } from './key-digest';
 import { borrow, type BorrowedClient } from './pool-client';
 import type { PostgresClaimer } from './postgres-claimer';
@@ -77,6 +78,8 @@ export class TransactionReceipt extends LeaseReceipt {
 export class TransactionLease implements LeaseOperations {
   /** Set once commit or release began: the transaction is no longer the handler's. */
   finished = false;
+  /** Set when the handler sent a refused transaction-control statement: the commit fails. */
+  misuse: TransactionMisuseError | undefined;
   readonly handle: PoolClient;
 
   constructor(
@@ -93,6 +96,10 @@ export class TransactionLease implements LeaseOperations {
     if (this.finished) throw new TransactionAbortedError(`commit of "${this.key}": the transaction already ended`);
     this.finished = true;
     const what = `commit of "${this.key}"`;
+    if (this.misuse) {
+      await this.end(what, false, true);
+      throw new TransactionAbortedError(`${what}: refused, the handler sent ${this.misuse.statement} through ctx.transaction (${this.misuse.message}); the effect was not applied`, { cause: this.misuse });
+    }
     try {
       const hasTenant = this.tenant !== undefined;
       const schema = this.claimer.options.schema;
@@ -110,8 +117,10 @@ export class TransactionLease implements LeaseOperations {
       this.borrowed.noteError(error);
       await this.end(what, false, true);
       if (error instanceof TransactionAbortedError) throw error;
+      // The completion's row check (a division by zero) failing means the row was gone: say that, not the check's text.
+      const reason = sqlState(error) === SQLSTATE.divisionByZero ? "the claim row was no longer in the transaction: a statement of the handler ended it" : ((error as Error)?.message ?? String(error));
       throw new TransactionAbortedError(
-        `${what}: the transaction did not commit (${(error as Error)?.message ?? String(error)}); ` +
+        `${what}: the transaction did not commit (${reason}); ` +
           (sqlState(error) === undefined ? 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once' : 'nothing was applied'),
         { cause: error },
       );
@@ -233,17 +242,29 @@ export async function claimInTransaction(
   }
 }
 
-/** The client the handler gets: refuses queries once the claim is settled, and refuses release. */
-export function guardClient(client: PoolClient, lease: { readonly finished: boolean }): PoolClient {
+/** What {@link guardClient} reads and writes on the lease of the transaction it guards. */
+export interface GuardedLease {
+  /** True once the claim is settled: the client refuses every query. */
+  readonly finished: boolean;
+  /** Set by the first refused transaction-control statement: the lease's commit then fails with it. */
+  misuse?: TransactionMisuseError;
+}
+
+/**
+ * The client the handler gets: refuses queries once the claim is settled, refuses statements that
+ * end or nest the transaction (see transaction-control.ts), and refuses release. A refusal rejects
+ * the query (or calls its callback) with the error; nothing reaches the server.
+ */
+export function guardClient(client: PoolClient, lease: GuardedLease): PoolClient {
   return new Proxy(client, {
     get(target, property) {
       if (property === 'query') {
         return (...args: unknown[]) => {
-          if (lease.finished) {
-            const error = new TransactionAbortedError('ctx.transaction was used after its claim was settled (committed or rolled back); nothing was sent');
+          const refused = refusal(args[0], lease);
+          if (refused) {
             const callback = args.find((a) => typeof a === 'function') as ((e: Error) => void) | undefined;
-            if (callback) return void callback(error);
-            return Promise.reject(error);
+            if (callback) return void callback(refused);
+            return Promise.reject(refused);
           }
           return (target.query as (...a: unknown[]) => unknown)(...args);
         };
@@ -257,4 +278,16 @@ export function guardClient(client: PoolClient, lease: { readonly finished: bool
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
   });
+}
+
+/** Why a query must not be sent on the guarded client, or undefined. */
+function refusal(query: unknown, lease: GuardedLease): Error | undefined {
+  if (lease.finished) return new TransactionAbortedError('ctx.transaction was used after its claim was settled (committed or rolled back); nothing was sent');
+  const text = typeof query === 'string' ? query : (query as { text?: unknown } | null | undefined)?.text;
+  if (typeof text !== 'string') return undefined;
+  const statement = transactionControl(text);
+  if (statement === undefined) return undefined;
+  const error = new TransactionMisuseError(statement);
+  lease.misuse ??= error;
+  return error;
 }
