@@ -98,6 +98,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox on Kafka with t
   afterEach(async () => {
     await Promise.all(consumers.splice(0).map((c) => c.stop()));
     await f?.cleanup();
+    f = undefined;
   });
   afterAll(() => topics.destroy());
 
