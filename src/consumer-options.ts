@@ -248,7 +248,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
     throw new ConfigurationError('failOpen cannot be used with a transactional claimer: an unguarded run has no claim and so no transaction for the handler\'s effect');
   }
   const source = resolved.source as Partial<MessageSource> | undefined;
-  if (resolved.claimer.sharesTransactions === true && source?.claimsAhead === true && source.adoptsSharedTransactions !== true) {
+  if (resolved.claimer.sharesTransactions === true && source?.claimsAhead === true && source.adoptsSharedTransactions !== true && source.dispatchesBatchesTogether !== true) {
     throw new ConfigurationError(
       `the claimer shares one transaction per batch claim (transactionBatch: 'per-chunk'), but the ${String(source.system)} source claims ahead without adopting it: ` +
         'each commit would wait for the whole batch. Turn the source\'s claims ahead off (RabbitMQ batchClaims: false) or use per-record transactions',

@@ -99,6 +99,13 @@ export interface MessageSource {
    */
   readonly adoptsSharedTransactions?: boolean;
   /**
+   * Optional: true when the source dispatches every delivery of one batch claim at once, never
+   * more than its prefetch (RabbitMQ's claim window). Members of a shared transaction then run
+   * together and each commit waits for the COMMIT of all, so such a source may claim ahead with a
+   * claimer that {@link Claimer.sharesTransactions} without adopting the transaction.
+   */
+  readonly dispatchesBatchesTogether?: boolean;
+  /**
    * Optional: called once by the consumer at construction with its claimer, so the source can
    * fit its defaults to it (the Kafka source claims no record ahead with a claimer that opens one
    * transaction per claim) or refuse a combination that cannot perform.
