@@ -168,6 +168,21 @@ export interface ReleaseOptions {
 }
 
 /** One entry of a batch claim. */
+/**
+ * The state of a key as {@link Claimer.peek} reads it:
+ * - `absent`: no record (never claimed, forgotten, or released with its count reset): a claim
+ *   would be attempt 1;
+ * - `done`: completed and retained;
+ * - `busy`: a live lease;
+ * - `failed`: an earlier attempt was released keeping its count, or its lease ended without a
+ *   commit: a claim would be attempt `attempts + 1`.
+ */
+export interface KeyPeek {
+  readonly state: 'absent' | 'done' | 'busy' | 'failed';
+  /** Attempts counted for the key (0 when `absent`). */
+  readonly attempts: number;
+}
+
 export interface ClaimRequest {
   readonly key: string;
   readonly options: ClaimOptions;
@@ -208,6 +223,15 @@ export interface Claimer {
    * (`MessageSource.claimsAhead`) at construction with a `ConfigurationError`.
    */
   readonly sharesTransactions?: boolean;
+  /**
+   * Optional: reads the state of `key` without writing anything or taking its lease. `runOnce`
+   * asks it before claiming, so a call it refuses (an earlier run failed) never holds the lease,
+   * which calls made at the same moment would read as a run in progress. A claimer without it is
+   * claimed as usual (the refusal then holds the lease for one round trip).
+   * @throws InvalidKeyError for an empty, non-string or too long key
+   * @throws ClaimerUnavailableError when the store fails or passes its deadline
+   */
+  peek?(key: string): Promise<KeyPeek>;
   /**
    * Claims `key`.
    * @throws InvalidKeyError for an empty, non-string or too long key

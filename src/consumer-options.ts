@@ -106,6 +106,14 @@ export interface ConsumerOptions {
    * Refused (`ConfigurationError`) with a transactional claimer ({@link Claimer.transactional}).
    */
   readonly failOpen?: boolean;
+  /**
+   * The handler writes its effect through `ctx.transaction`: refused at construction
+   * (`ConfigurationError`) unless the claimer is transactional ({@link Claimer.transactional}, e.g.
+   * `new PostgresClaimer({ pool }, { mode: 'transactional' })`), so a claimer without a transaction
+   * is found before the first message. Default false (without it, a handler that uses an absent
+   * `ctx.transaction` fails each delivery with `TransactionUnavailableError`).
+   */
+  readonly requireTransaction?: boolean;
   /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
   readonly logger?: Logger;
   /** Observers of every outcome (logging, metrics, tracing). */
@@ -154,6 +162,7 @@ const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
   'maxBodyBytes',
   'deployment',
   'failOpen',
+  'requireTransaction',
   'logger',
   'observers',
   'clock',
@@ -182,6 +191,7 @@ export const CONSUMER_DEFAULTS = {
   shutdownTimeoutMs: 30_000,
   maxBodyBytes: 16 * 1024 * 1024,
   failOpen: false,
+  requireTransaction: false,
 } as const;
 
 /**
@@ -244,16 +254,23 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   if (typeof resolved.keepAlive !== 'boolean') throw new ConfigurationError('keepAlive must be a boolean');
   if (typeof resolved.batchCommits !== 'boolean') throw new ConfigurationError(`batchCommits must be a boolean, got ${JSON.stringify(resolved.batchCommits) ?? typeof resolved.batchCommits}`);
   if (typeof resolved.failOpen !== 'boolean') throw new ConfigurationError('failOpen must be a boolean');
+  if (typeof resolved.requireTransaction !== 'boolean') throw new ConfigurationError(`requireTransaction must be a boolean, got ${JSON.stringify(resolved.requireTransaction) ?? typeof resolved.requireTransaction}`);
+  if (resolved.requireTransaction && resolved.claimer.transactional !== true) {
+    throw new ConfigurationError(
+      "requireTransaction: the handler writes through ctx.transaction, but the claimer gives no transaction: use a transactional claimer, e.g. new PostgresClaimer({ pool }, { mode: 'transactional' })",
+    );
+  }
   if (resolved.failOpen && resolved.claimer.transactional === true) {
     throw new ConfigurationError('failOpen cannot be used with a transactional claimer: an unguarded run has no claim and so no transaction for the handler\'s effect');
   }
   const source = resolved.source as Partial<MessageSource> | undefined;
-  if (resolved.claimer.sharesTransactions === true && source?.claimsAhead === true && source.adoptsSharedTransactions !== true) {
+  if (resolved.claimer.sharesTransactions === true && source?.claimsAhead === true && source.adoptsSharedTransactions !== true && source.dispatchesBatchesTogether !== true) {
     throw new ConfigurationError(
       `the claimer shares one transaction per batch claim (transactionBatch: 'per-chunk'), but the ${String(source.system)} source claims ahead without adopting it: ` +
         'each commit would wait for the whole batch. Turn the source\'s claims ahead off (RabbitMQ batchClaims: false) or use per-record transactions',
     );
   }
+  source?.fitClaimer?.(resolved.claimer);
   const logger = resolved.logger as Partial<Logger> | null;
   if (!logger || typeof logger !== 'object' || (['debug', 'info', 'warn', 'error'] as const).some((m) => typeof logger[m] !== 'function')) {
     throw new ConfigurationError('logger must be a pino-compatible logger with debug, info, warn and error methods');

@@ -21,6 +21,7 @@ import {
   RetryableError,
   ShutdownError,
   TimeoutError,
+  TransactionUnavailableError,
 } from './errors';
 import { FailureLog } from './failure-log';
 import { LazyContext } from './handler-signal';
@@ -275,7 +276,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
       const value = await run.race(handling);
       end = isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
     } catch (error) {
-      end = this.endOf(run, undefined, error);
+      // A handler that read an absent ctx.transaction and then threw: name the fix, not the TypeError.
+      end = this.endOf(run, undefined, context.readAbsentTransaction && error instanceof TypeError && /undefined/.test(error.message) ? new TransactionUnavailableError({ cause: error }) : error);
     } finally {
       if (timer !== undefined) clock.clearTimeout(timer);
       const extending = keepAlive?.stop();

@@ -22,6 +22,7 @@ export type TwophaseErrorCode =
   | 'SHUTDOWN'
   | 'IN_PROGRESS'
   | 'PREVIOUS_ATTEMPT_FAILED'
+  | 'TRANSACTION_UNAVAILABLE'
   // Adapters add codes of their own (BROKER_UNAVAILABLE, STALE_DELIVERY, …).
   | (string & {});
 
@@ -204,6 +205,23 @@ export class PreviousAttemptFailedError extends TwophaseError {
     super(
       'PREVIOUS_ATTEMPT_FAILED',
       `an earlier run of "${key}" failed or did not finish (${previousAttempts} earlier attempt${previousAttempts === 1 ? '' : 's'}); its effect may be partly applied, so it is run again only when the call passes retry: true`,
+    );
+  }
+}
+
+/**
+ * The handler used `ctx.transaction`, but the claimer gives no transaction (a claimer that is not
+ * transactional, such as the PostgreSQL claimer in its default standalone mode, or the `failOpen`
+ * path). Not retriable: the deployment must change (`requireTransaction` in the consumer options
+ * refuses the combination at construction). `cause` is what the handler threw.
+ */
+export class TransactionUnavailableError extends TwophaseError {
+  constructor(options?: { cause?: unknown }) {
+    super(
+      'TRANSACTION_UNAVAILABLE',
+      "the handler used ctx.transaction, but the claimer gives no transaction (ctx.transaction is undefined): use a transactional claimer, e.g. new PostgresClaimer({ pool }, { mode: 'transactional' })" +
+        (options?.cause instanceof Error ? ` (the handler threw: ${options.cause.message})` : ''),
+      options,
     );
   }
 }

@@ -40,8 +40,16 @@ export class LazyContext<TTransaction = undefined> implements HandlerContext<TTr
     readonly fencingToken: number,
     readonly attempt: number,
     readonly metadata: DeliveryMetadata,
-    readonly transaction: TTransaction,
+    private readonly claimTransaction: TTransaction,
   ) {}
+
+  /** True once the handler read `transaction` while there was none (a misconfiguration, see TransactionUnavailableError). */
+  readAbsentTransaction = false;
+
+  get transaction(): TTransaction {
+    if (this.claimTransaction === undefined) this.readAbsentTransaction = true;
+    return this.claimTransaction;
+  }
 
   get signal(): AbortSignal {
     return this.abort.signal;

@@ -6,7 +6,7 @@
  * its own claims and let duplicates through.
  */
 import { randomUUID } from 'node:crypto';
-import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult, CommitManyEntry, CommitRequest } from './claimer';
+import type { Claimer, ClaimManyEntry, ClaimOptions, ClaimRequest, ClaimResult, CommitManyEntry, CommitRequest, KeyPeek } from './claimer';
 import { commitEach } from './commit-many';
 import { type Clock, monotonicClock } from './clock';
 import { ConfigurationError, KeyConflictError } from './errors';
@@ -140,6 +140,17 @@ export class InMemoryClaimer implements Claimer {
    */
   commitMany(requests: readonly CommitRequest[]): Promise<CommitManyEntry[]> {
     return commitEach(requests);
+  }
+
+  /** {@inheritDoc Claimer.peek} */
+  async peek(key: string): Promise<KeyPeek> {
+    validateKey(key);
+    const now = this.clock.now();
+    const record = this.live(key, now);
+    if (!record || (record.state === 'done' && now >= record.expiresAt)) return { state: 'absent', attempts: 0 };
+    if (record.state === 'done') return { state: 'done', attempts: record.attempts };
+    if (record.state === 'leased' && now < record.expiresAt) return { state: 'busy', attempts: record.attempts };
+    return record.attempts > 0 ? { state: 'failed', attempts: record.attempts } : { state: 'absent', attempts: 0 };
   }
 
   private claimNow(key: string, options: ClaimOptions): ClaimResult {

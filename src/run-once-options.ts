@@ -48,14 +48,19 @@ export interface RunOnceOptions {
   /**
    * What a failure leaves behind (see {@link FailurePolicy}): a policy, or a function choosing one
    * per error (for example `release` for a validation error thrown before any write). Default
-   * `record`. A failure is: the function threw, its result is not JSON or too large, or (with a
-   * transactional claimer) the commit failed.
+   * `record`; `release` with a transactional claimer ({@link Claimer.transactional}, the
+   * PostgreSQL inbox mode), whose failed run rolled its writes back with the claim and so applied
+   * nothing (set `record` there when the function also has effects outside the transaction). A
+   * failure is: the function threw, its result is not JSON or too large, or (with a transactional
+   * claimer) the commit failed.
    */
   readonly onFailure?: FailurePolicy | ((error: unknown) => FailurePolicy);
   /**
    * Run the function even though an earlier run of the key failed or did not finish (the explicit
    * retry after `PreviousAttemptFailedError`). A completed key is still replayed, and a running
-   * one still rejects with `InProgressError`. Default false.
+   * one still rejects with `InProgressError`. Default false; true with a transactional claimer
+   * when `onFailure` is not set (a run that never finished, its process killed mid-transaction,
+   * applied nothing either: the next call runs the function).
    */
   readonly retry?: boolean;
   /** Extend the lease while the function runs. Default true. */
@@ -125,11 +130,14 @@ export function resolveRunOnceOptions(options: RunOnceOptions): ResolvedRunOnceO
   checkInt('commitDeadlineMs', commitDeadlineMs, 1, 600_000);
   const releaseDeadlineMs = options.releaseDeadlineMs ?? RUN_ONCE_DEFAULTS.releaseDeadlineMs;
   checkInt('releaseDeadlineMs', releaseDeadlineMs, 1, 600_000);
-  const retry = options.retry ?? RUN_ONCE_DEFAULTS.retry;
+  // With a transactional claimer a failed run's writes rolled back with its transaction: nothing
+  // was applied, so by default a failure does not block the key (see FailurePolicy).
+  const rolledBack = options.onFailure === undefined && options.claimer.transactional === true;
+  const retry = options.retry ?? (rolledBack ? true : RUN_ONCE_DEFAULTS.retry);
   if (typeof retry !== 'boolean') throw new ConfigurationError(`retry must be a boolean, got ${describeType(retry)}`);
   const keepAlive = options.keepAlive ?? RUN_ONCE_DEFAULTS.keepAlive;
   if (typeof keepAlive !== 'boolean') throw new ConfigurationError(`keepAlive must be a boolean, got ${describeType(keepAlive)}`);
-  const policy = options.onFailure ?? RUN_ONCE_DEFAULTS.onFailure;
+  const policy = options.onFailure ?? (rolledBack ? 'release' : RUN_ONCE_DEFAULTS.onFailure);
   if (typeof policy !== 'function' && !POLICIES.includes(policy)) {
     throw new ConfigurationError(`onFailure must be 'record', 'release' or a function returning one, got ${describeType(policy)}`);
   }

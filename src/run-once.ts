@@ -127,6 +127,11 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
   const claimOptions = Object.freeze({ leaseTtlMs: o.leaseTtlMs, doneTtlMs: o.doneTtlMs, ...(o.fingerprint === undefined ? {} : { fingerprint: o.fingerprint }) });
   const readying = readyOnce(o.claimer);
   if (readying) await readying;
+  if (!o.retry && o.claimer.peek) {
+    // Refused without taking the lease: calls at the same moment must not read the refusal as a run.
+    const peeked = await o.claimer.peek(key);
+    if (peeked.state === 'failed') throw new PreviousAttemptFailedError(key, peeked.attempts);
+  }
   const started = performance.now();
   for (let poll = 1; ; poll++) {
     const claim = await o.claimer.claim(key, claimOptions);

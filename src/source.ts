@@ -1,7 +1,7 @@
 /**
  * The broker side of a consumer: what an adapter implements so {@link ConsumerBase} can consume.
  */
-import type { ClaimResult } from './claimer';
+import type { Claimer, ClaimResult } from './claimer';
 import type { Delivery } from './delivery';
 import type { DeliveryResult } from './observer';
 
@@ -100,4 +100,18 @@ export interface MessageSource {
    * such a source may claim ahead with a claimer that {@link Claimer.sharesTransactions}.
    */
   readonly adoptsSharedTransactions?: boolean;
+  /**
+   * Optional: true when the source dispatches every delivery of one batch claim at once, never
+   * more than its prefetch (RabbitMQ's claim window). Members of a shared transaction then run
+   * together and each commit waits for the COMMIT of all, so such a source may claim ahead with a
+   * claimer that {@link Claimer.sharesTransactions} without adopting the transaction.
+   */
+  readonly dispatchesBatchesTogether?: boolean;
+  /**
+   * Optional: called once by the consumer at construction with its claimer, so the source can
+   * fit its defaults to it (the Kafka source claims no record ahead with a claimer that opens one
+   * transaction per claim) or refuse a combination that cannot perform.
+   * @throws ConfigurationError naming the option to change
+   */
+  fitClaimer?(claimer: Claimer): void;
 }

@@ -36,6 +36,7 @@
  * partition workers; the jobs above live in their own units.
  */
 import {
+  type Claimer,
   ConfigurationError,
   type Logger,
   type MessageSource,
@@ -95,7 +96,9 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
   get destinationName(): string {
     return this.options.topics.join(',');
   }
-  private readonly options: ResolvedKafkaSourceOptions;
+  private options: ResolvedKafkaSourceOptions;
+  /** True when the caller set `claimBatchSize` (the default fits the claimer: {@link KafkaSource.fitClaimer}). */
+  private readonly claimBatchSizeGiven: boolean;
   private readonly client: KafkaClient;
   private readonly logger: Logger;
   private readonly counters: KafkaSourceStats = {
@@ -147,6 +150,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     else if ('kafka' in dependencies && dependencies.kafka && typeof dependencies.kafka.consumer === 'function') this.client = kafkajsClient(dependencies.kafka);
     else throw new ConfigurationError('dependencies.kafka must be a kafkajs Kafka instance (or pass dependencies.client)');
     this.options = resolveKafkaSourceOptions(options);
+    this.claimBatchSizeGiven = options.claimBatchSize !== undefined;
     this.logger = this.options.logger;
     this.events = new AdapterEvents('twophase/kafka', this.logger);
     this.committer = new OffsetCommitter({
@@ -192,6 +196,26 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
    * 'per-chunk'`) is adopted by the partition worker (its acks wait for the chunk's COMMIT).
    */
   readonly adoptsSharedTransactions = true;
+
+  /**
+   * Fits `claimBatchSize` to the consumer's claimer (called by the consumer at construction). A
+   * claimer that opens one transaction per claim (PostgresClaimer `mode: 'transactional'` with
+   * per-record transactions) gets no claim ahead: records of a partition run one after the other,
+   * so each record claimed ahead would hold an open transaction, and a pool client, idle while the
+   * records before it run, until PostgreSQL ends it at `idle_in_transaction_session_timeout`.
+   * @throws ConfigurationError when `claimBatchSize` above 1 was set with such a claimer, naming both fixes
+   */
+  fitClaimer(claimer: Claimer): void {
+    if (claimer.transactional !== true || claimer.sharesTransactions === true) return;
+    if (this.claimBatchSizeGiven && this.options.claimBatchSize > 1) {
+      throw new ConfigurationError(
+        `claimBatchSize ${this.options.claimBatchSize} with a claimer that opens one transaction per record: every record claimed ahead would hold an open ` +
+          'transaction idle while the records before it run (PostgreSQL ends it at idle_in_transaction_session_timeout). ' +
+          "Leave claimBatchSize unset (or 1), or share one transaction per chunk with the claimer's transactionBatch: 'per-chunk'",
+      );
+    }
+    this.options = { ...this.options, claimBatchSize: 1 };
+  }
 
   /** A snapshot of the counters. */
   get stats(): Readonly<KafkaSourceStats> {

@@ -46,7 +46,10 @@ export interface KafkaSourceOptions {
    * Most messages of a partition claimed in one claimer round trip ahead of dispatch
    * (`claimBatch`, `claimMany` when the claimer has it). The adapter claims fewer when handlers
    * are slow, so a claim never waits longer than `preclaimMaxAgeMs` before its handler starts.
-   * Default 64. Range 1 … 1000.
+   * Default 64; 1 with a claimer that opens one transaction per record (PostgresClaimer
+   * `mode: 'transactional'`, `transactionBatch: 'per-record'`), where a value above 1 is refused
+   * at construction (`ConfigurationError`): a record claimed ahead would hold an idle transaction.
+   * Range 1 … 1000.
    */
   readonly claimBatchSize?: number;
   /**

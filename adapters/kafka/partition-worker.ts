@@ -183,6 +183,25 @@ const REJECT: Settlement = { kind: 'reject' };
 const EMPTY_BODY = Buffer.alloc(0);
 const NO_HEADERS: Readonly<Record<string, unknown>> = Object.freeze({});
 
+/**
+ * Where the claims of one preclaim stop being used: at the first claim whose key repeats a key
+ * acquired earlier in the batch into a shared transaction (`sharedTransaction`). That repeat is a
+ * duplicate only once the chunk COMMITs, and the COMMIT needs every member first, so the records
+ * from there on are left unclaimed and claimed again after the chunk ended. `claims.length` when
+ * there is no such repeat.
+ */
+export function sharedChunkEnd(claims: readonly PreparedClaim[]): number {
+  const shared = new Set<string>();
+  for (let i = 0; i < claims.length; i++) {
+    const claim = claims[i]!;
+    if (claim.kind !== 'claimed') continue;
+    if (claim.result.state !== 'acquired') {
+      if (shared.has(claim.key)) return i;
+    } else if (claim.result.receipt.sharedTransaction) shared.add(claim.key);
+  }
+  return claims.length;
+}
+
 /** Sequential pipeline of one partition in one group generation. */
 export class PartitionWorker {
   /** Offset of the last record of the contiguous settled prefix; undefined before the first settle. */
@@ -510,7 +529,10 @@ export class PartitionWorker {
     const claims = await this.host.sink.claimBatch(deliveries);
     const at = performance.now();
     const acquiredKeys = new Set<string>();
-    items.forEach((item, i) => {
+    // A chunk sharing one transaction ends before its first repeated key: the rest is claimed later.
+    const end = sharedChunkEnd(claims);
+    for (const claim of claims.slice(end)) this.releaseClaim(claim);
+    items.slice(0, end).forEach((item, i) => {
       let claim = claims[i] ?? { kind: 'skipped' };
       if (claim.kind === 'claimed') {
         if (claim.result.state === 'acquired') acquiredKeys.add(claim.key);

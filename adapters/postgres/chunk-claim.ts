@@ -28,7 +28,10 @@ interface Candidate {
 
 /**
  * Claims `requests` into one shared transaction.
- * - A key repeated in the batch is `busy` after its first occurrence (the chunk holds it).
+ * - The chunk ends before the first request whose key repeats an earlier one: that request and
+ *   every later one answer `busy` and hold nothing. The repeat can be told a duplicate only once
+ *   the chunk COMMITted, which needs every member first, so a member after it could never commit;
+ *   a source claims the cut requests again after the chunk ended (the Kafka source does).
  * - Done keys answer `done` with their stored result and open nothing; a different fingerprint is
  *   that entry's `KeyConflictError`; a key another session holds is `busy`.
  * - A row lock the claim cannot get within the lock limit makes every key of the chunk `busy`.
@@ -39,15 +42,18 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
   const entries: (ClaimManyEntry | undefined)[] = new Array(requests.length);
   const candidates: Candidate[] = [];
   const seen = new Set<string>();
+  let cut = false;
   requests.forEach((request, index) => {
+    // The chunk ends before the first repeated key: from there on nothing is claimed.
+    if (cut || seen.has(request.key)) {
+      cut = true;
+      entries[index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(request.key, 'busy') } };
+      return;
+    }
     try {
       validateKey(request.key);
       validateClaimOptions(request.options);
       const tenant = claimer.tenantOf(request.key);
-      if (seen.has(request.key)) {
-        entries[index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(request.key, 'busy') } };
-        return;
-      }
       seen.add(request.key);
       const fingerprint = request.options.fingerprint === undefined ? null : sha256(request.options.fingerprint);
       candidates.push({ index, request, tenant, digests: keyDigests(request.key, tenant), fingerprint });

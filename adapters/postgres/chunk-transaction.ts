@@ -22,7 +22,7 @@
 import type { PoolClient, QueryResult } from 'pg';
 import type { SharedTransaction } from '../../src';
 import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src/adapter-kit';
-import { sqlState, TransactionAbortedError } from './errors';
+import { sqlState, TransactionAbortedError, type TransactionMisuseError } from './errors';
 import type { KeyDigests } from './key-digest';
 import type { BorrowedClient } from './pool-client';
 import type { PostgresClaimer } from './postgres-claimer';
@@ -185,6 +185,8 @@ export class ChunkMemberLease implements LeaseOperations {
   finished = false;
   /** Forget the attempt count when the chunk rolls back (this member was dead-lettered). */
   forget = false;
+  /** Set when the handler sent a refused transaction-control statement: the commit fails. */
+  misuse: TransactionMisuseError | undefined;
   readonly handle: PoolClient;
 
   constructor(
@@ -201,6 +203,10 @@ export class ChunkMemberLease implements LeaseOperations {
   async commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome> {
     if (this.finished) throw new TransactionAbortedError(`commit of "${this.key}": the chunk's transaction already ended; the effect was not applied`);
     this.finished = true;
+    if (this.misuse) {
+      await this.chunk.released(this, false);
+      throw new TransactionAbortedError(`commit of "${this.key}": refused, the handler sent ${this.misuse.statement} through ctx.transaction (${this.misuse.message}); the chunk rolled back`, { cause: this.misuse });
+    }
     const hasTenant = this.tenant !== undefined;
     const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
     const ok = await this.chunk.committed(this, { commitSql: settle.commitUpdate(this.claimer.options.schema, hasTenant), values, scope: this.digests.scope });

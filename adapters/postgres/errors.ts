@@ -32,6 +32,28 @@ export class TransactionAbortedError extends TwophaseError {
   }
 }
 
+/**
+ * The handler sent a statement through `ctx.transaction` that would end the inbox transaction or
+ * open another one (BEGIN, COMMIT, ROLLBACK, END, ABORT, PREPARE TRANSACTION): refused before it
+ * was sent. The delivery fails (its commit is refused too, even if the handler went on), its
+ * writes roll back with the claim, and it is retried like any failure. Savepoints are allowed.
+ * Not retriable as such: the handler (or a data-access helper it calls) must leave transaction
+ * control to twophase.
+ */
+export class TransactionMisuseError extends TwophaseError {
+  constructor(
+    /** The refused statement's leading keywords (`COMMIT`, `BEGIN`, …). */
+    readonly statement: string,
+  ) {
+    super(
+      'TRANSACTION_MISUSE',
+      `${statement} refused on ctx.transaction: the inbox transaction is twophase's (it commits the effect with the claim), so ${statement} would ` +
+        `${statement === 'BEGIN' || statement === 'START TRANSACTION' ? 'open a transaction that a later COMMIT ends early' : 'end it outside twophase'}; nothing was sent. ` +
+        'Write through ctx.transaction without BEGIN/COMMIT/ROLLBACK (use SAVEPOINT for a nested scope); the delivery fails and its writes roll back',
+    );
+  }
+}
+
 /** SQLSTATE classes and codes the adapter tells apart (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 export const SQLSTATE = {
   foreignKeyViolation: '23503',
@@ -45,6 +67,7 @@ export const SQLSTATE = {
   insufficientPrivilege: '42501',
   inFailedTransaction: '25P02',
   idleInTransactionTimeout: '25P03',
+  divisionByZero: '22012',
 } as const;
 
 /** The SQLSTATE of a `pg` error, or undefined for other errors (socket errors, timeouts). */

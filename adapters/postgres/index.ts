@@ -24,6 +24,6 @@ export {
 export { migrate, type MigrateOptions, type MigrateReport, type MigrationEntry } from './migrate';
 export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VERSION, REQUIRED_TENANT_VERSION } from './migrations';
 export { DEFAULT_SCHEMA, type TenantsTable, parseTenantsTable } from './identifiers';
-export { SchemaMismatchError, TransactionAbortedError, toClaimerError } from './errors';
+export { SchemaMismatchError, TransactionAbortedError, TransactionMisuseError, toClaimerError } from './errors';
 export { keyDigests, type KeyDigests } from './key-digest';
 export { diagnoseKey, type DiagnoseOptions, type KeyDiagnosis, type PostgresQueryable, purgeExpired, type PurgeOptions, type PurgeReport } from './keys';

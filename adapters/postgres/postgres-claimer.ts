@@ -13,6 +13,7 @@ import {
   type Clock,
   ConfigurationError as ClaimerConfigurationError,
   type JsonValue,
+  type KeyPeek,
   monotonicClock,
   validateKey,
 } from '../../src';
@@ -34,6 +35,9 @@ import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements
 import { StandaloneLease } from './standalone-lease';
 import { claimInTransaction } from './transaction-lease';
 import { claimChunk } from './chunk-claim';
+import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
+
+const ABSENT: KeyPeek = Object.freeze({ state: 'absent', attempts: 0 });
 
 /**
  * A {@link Claimer} backed by PostgreSQL (kind `distributed`). Tables, statuses and the
@@ -141,6 +145,32 @@ export class PostgresClaimer implements Claimer {
       null,
     ]);
     return this.toClaimResult(key, tenant, digests, owner, options, rows[0]!);
+  }
+
+  /** {@inheritDoc twophase!Claimer.peek} */
+  async peek(key: string): Promise<KeyPeek> {
+    validateKey(key);
+    const tenant = this.tenantOf(key);
+    const digests = keyDigests(key, tenant);
+    const tenantParams = tenant === undefined ? [] : [tenant];
+    const hasTenant = tenant !== undefined;
+    if (this.options.mode === 'transactional') {
+      const [row] = await this.query<{ done: boolean; locked: boolean; attempts: number }>(`peek of "${key}"`, peekTransactional(this.options.schema, hasTenant), [
+        ...tenantParams,
+        digests.key,
+        digests.scope,
+        ...lockHalves(digests.lockId),
+      ]);
+      if (row!.done) return { state: 'done', attempts: row!.attempts };
+      if (row!.locked) return { state: 'busy', attempts: row!.attempts };
+      return row!.attempts > 0 ? { state: 'failed', attempts: row!.attempts } : ABSENT;
+    }
+    const [row] = await this.query<{ status: string; attempt: number; live: boolean }>(`peek of "${key}"`, peekStandalone(this.options.schema, hasTenant), [...tenantParams, digests.key]);
+    if (!row) return ABSENT;
+    if (row.status === 'processing') return { state: row.live ? 'busy' : 'failed', attempts: row.attempt };
+    // A completed or released row past its retention is forgotten; a dead-lettered one restarts at 1.
+    if (!row.live || row.status === 'failed_permanent') return ABSENT;
+    return { state: row.status === 'completed' ? 'done' : 'failed', attempts: row.attempt };
   }
 
   private async claimBatch(requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {

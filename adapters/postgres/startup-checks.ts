@@ -23,28 +23,31 @@ const INBOX_COLUMNS: Readonly<Record<string, string>> = {
 };
 
 /**
- * Checks the inbox table the claimer uses.
+ * Checks the inbox table the claimer uses, and collects every difference before failing (a
+ * schema never migrated lists the missing schema, migrations table, migrations and table).
  * @param schemaName unquoted schema; `schema` the same, quoted
  * @param tenant true for the tenant inbox
- * @throws SchemaMismatchError listing every difference
+ * @throws SchemaMismatchError whose `problems` lists every difference, one line each
  */
 export async function checkSchema(client: ClientBase, schemaName: string, schema: string, tenant: boolean): Promise<void> {
   const table = tenant ? 'twophase_tenant_inbox' : 'twophase_inbox';
   const required = tenant ? REQUIRED_TENANT_VERSION : REQUIRED_PLATFORM_VERSION;
   const hint = 'run `twophase postgres migrate --url … --schema ' + schemaName + (tenant ? ' --tenants-table …` (the tenant inbox needs the tenants table)' : '`');
+  const problems: string[] = [];
+  const schemaExists = (await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1', [schemaName])).rows[0]?.n === 1;
+  if (!schemaExists) problems.push(`schema ${schemaName} does not exist`);
   const migrations = (await client.query<{ r: string | null }>('SELECT to_regclass($1) AS r', [`${schema}.twophase_migrations`])).rows[0]?.r;
-  if (!migrations) throw new SchemaMismatchError(`the inbox schema "${schemaName}" has no migrations table: ${hint}`);
-  const versions = (await client.query<{ version: number }>(`SELECT version FROM ${schema}.twophase_migrations`)).rows.map((r) => r.version);
-  if (!versions.includes(required)) {
-    throw new SchemaMismatchError(`the inbox schema "${schemaName}" lacks migration ${required} (applied: ${versions.join(', ') || 'none'}): ${hint}`);
-  }
+  let versions: number[] = [];
+  if (!migrations) problems.push(`table ${schemaName}.twophase_migrations does not exist (no migration was applied)`);
+  else versions = (await client.query<{ version: number }>(`SELECT version FROM ${schema}.twophase_migrations`)).rows.map((r) => r.version);
+  const missing = Array.from({ length: required }, (_, i) => i + 1).filter((v) => !versions.includes(v));
+  for (const version of missing) problems.push(`migration ${version} is not applied`);
   const columns = await client.query<{ name: string; type: string; notnull: boolean }>(
     `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull
        FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`,
     [`${schema}.${table}`],
   );
   const found = new Map(columns.rows.map((c) => [c.name, c]));
-  const problems: string[] = [];
   if (found.size === 0) problems.push(`table ${schemaName}.${table} does not exist`);
   else {
     for (const [name, type] of Object.entries(INBOX_COLUMNS)) {
@@ -54,5 +57,11 @@ export async function checkSchema(client: ClientBase, schemaName: string, schema
     }
     if (tenant && !found.has('tenant_id')) problems.push(`column ${table}.tenant_id is missing`);
   }
-  if (problems.length > 0) throw new SchemaMismatchError(`the inbox table does not have the expected shape (${hint})`, problems);
+  if (problems.length === 0) return;
+  const summary = !migrations
+    ? `the inbox schema "${schemaName}" has no migrations table: ${hint}`
+    : missing.includes(required)
+      ? `the inbox schema "${schemaName}" lacks migration ${required} (applied: ${versions.join(', ') || 'none'}): ${hint}`
+      : `the inbox table does not have the expected shape (${hint})`;
+  throw new SchemaMismatchError(summary, problems);
 }

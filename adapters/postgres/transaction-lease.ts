@@ -9,11 +9,11 @@
  *    otherwise the attempt is counted in `twophase_attempts`, outside the transaction to come, so
  *    neither a rollback nor a crash erases it (maxAttempts → retry_exhausted keeps working);
  * 2. BEGIN with `idle_in_transaction_session_timeout` and `statement_timeout` = leaseTtlMs and a
- *    bounded `lock_timeout`, all `SET LOCAL`;
- * 3. the claim row (`processing`) inserted in the transaction.
+ *    bounded `lock_timeout`, all local to the transaction, and the fencing token drawn.
+ * No claim row is written while the handler runs: the advisory lock is the claim.
  *
- * commit(result): the row becomes `completed` with the result, then COMMIT: the effect and the
- * claim become visible together or not at all. release(): ROLLBACK: the effect vanishes with the
+ * commit(result): the claim row is written `completed` with the result, then COMMIT: the effect
+ * and the claim become visible together or not at all. release(): ROLLBACK: the effect vanishes with the
  * claim. Then the advisory lock is released (and the attempt count forgotten after a commit or a
  * dead-letter) and the client goes back to the pool.
  *
@@ -39,14 +39,15 @@ import {
   LeaseReceipt,
   NonAcquiredReceipt,
 } from '../../src/adapter-kit';
-import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
+import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError, TransactionMisuseError } from './errors';
+import { transactionControl } from './transaction-control';
 import { type KeyDigests, sha256 } from './key-digest';
 import { borrow, type BorrowedClient } from './pool-client';
 import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
-import { attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, endAttempt } from './statements/transaction';
+import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
 
 /**
@@ -77,6 +78,8 @@ export class TransactionReceipt extends LeaseReceipt {
 export class TransactionLease implements LeaseOperations {
   /** Set once commit or release began: the transaction is no longer the handler's. */
   finished = false;
+  /** Set when the handler sent a refused transaction-control statement: the commit fails. */
+  misuse: TransactionMisuseError | undefined;
   readonly handle: PoolClient;
 
   constructor(
@@ -85,6 +88,9 @@ export class TransactionLease implements LeaseOperations {
     private readonly tenant: string | undefined,
     private readonly digests: KeyDigests,
     private readonly key: string,
+    /** The claim's fingerprint digest and counted attempt, written with the completed row. */
+    private readonly fingerprint: Buffer | null = null,
+    private readonly attempt = 1,
   ) {
     this.handle = guardClient(borrowed.client, this);
   }
@@ -93,11 +99,27 @@ export class TransactionLease implements LeaseOperations {
     if (this.finished) throw new TransactionAbortedError(`commit of "${this.key}": the transaction already ended`);
     this.finished = true;
     const what = `commit of "${this.key}"`;
+    if (this.misuse) {
+      await this.end(what, false, true);
+      throw new TransactionAbortedError(`${what}: refused, the handler sent ${this.misuse.statement} through ctx.transaction (${this.misuse.message}); the effect was not applied`, { cause: this.misuse });
+    }
     try {
-      const hasTenant = this.tenant !== undefined;
       const schema = this.claimer.options.schema;
-      const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
-      const text = completeCommitUnlock(settle.commitUpdate(schema, hasTenant), schema, values, this.digests.scope, this.digests.lockId);
+      const completion = this.tenant !== undefined
+        ? completeStatement(settle.commitUpdate(schema, true), schema, [this.tenant, this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs], this.digests.scope)
+        : completeInsert(schema, {
+        ...(this.tenant === undefined ? {} : { tenant: this.tenant }),
+        key: this.digests.key,
+        scope: this.digests.scope,
+        keyText: this.claimer.options.keepKeyText ? this.key : null,
+        fingerprint: this.fingerprint,
+        attempt: this.attempt,
+        owner: lease.ownerToken,
+        fencingToken: lease.fencingToken,
+        outcomeJson: outcomeJson(resultJson),
+        retainMs: doneTtlMs,
+      });
+      const text = completeCommitUnlock(completion, this.digests.lockId);
       const replies = (await this.borrowed.client.query({ text, query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
       if (replies[0]?.rows[0]?.kept === false) {
         this.claimer.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
@@ -110,8 +132,10 @@ export class TransactionLease implements LeaseOperations {
       this.borrowed.noteError(error);
       await this.end(what, false, true);
       if (error instanceof TransactionAbortedError) throw error;
+      // The completion's row check (a division by zero) failing means the row was gone: say that, not the check's text.
+      const reason = sqlState(error) === SQLSTATE.divisionByZero ? "the key's row is held live by another claimer of the same table" : ((error as Error)?.message ?? String(error));
       throw new TransactionAbortedError(
-        `${what}: the transaction did not commit (${(error as Error)?.message ?? String(error)}); ` +
+        `${what}: the transaction did not commit (${reason}); ` +
           (sqlState(error) === undefined ? 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once' : 'nothing was applied'),
         { cause: error },
       );
@@ -174,14 +198,15 @@ export async function claimInTransaction(
   // From the send on, the session may hold the advisory lock and an open transaction.
   let sent = false;
   try {
-    const text = attemptAndClaim(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
-      ...(tenant === undefined ? {} : { tenant }),
+    if (tenant !== undefined) {
+      sent = true;
+      return await claimTenantRow(claimer, borrowed, key, tenant, digests, options, fingerprint, owner, deadlineAt);
+    }
+    const text = attemptAndBegin(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
       lockId: digests.lockId,
       scope: digests.scope,
       key: digests.key,
-      keyText: opts.keepKeyText ? key : null,
       fingerprint,
-      owner,
     });
     const remainingMs = claimer.remaining(deadlineAt);
     if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
@@ -194,29 +219,23 @@ export async function claimInTransaction(
       throw error;
     }
     const begun = replies[0]!.rows[0] as BeginAttemptRow;
-    const row = replies[replies.length - 1]!.rows[0] as ClaimRow | { state: 'skipped' };
-    const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
-    if (row.state === 'acquired') {
-      const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
-      return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+    if (begun.state === 'counted') {
+      const fence = Number((replies[replies.length - 1]!.rows[0] as { fencing_token: string }).fencing_token);
+      const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint, begun.attempts);
+      const lease = { key, ownerToken: owner, fencingToken: fence };
+      return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
     }
-    tx.finished = true;
-    if (row.state === 'skipped') {
-      // Step 1 answered busy, done or conflict, and holds no lock: end the empty transaction.
-      await runWithin(borrowed, what, 'ROLLBACK', undefined, opts.operationTimeoutMs);
-      borrowed.giveBack();
-      switch (begun.state) {
-        case 'done':
-          return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(begun.outcome) as JsonValue };
-        case 'conflict':
-          throw conflictError(key, begun.stored_fingerprint, options);
-        default:
-          return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
-      }
+    // Step 1 answered busy, done or conflict, and holds no lock: end the empty transaction.
+    await runWithin(borrowed, what, 'ROLLBACK', undefined, opts.operationTimeoutMs);
+    borrowed.giveBack();
+    switch (begun.state) {
+      case 'done':
+        return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(begun.outcome) as JsonValue };
+      case 'conflict':
+        throw conflictError(key, begun.stored_fingerprint, options);
+      default:
+        return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
     }
-    // A row a standalone claimer of the same table holds: answer as it does.
-    await tx.end(what, false, true);
-    return claimer.toClaimResult(key, tenant, digests, owner, options, row);
   } catch (error) {
     if (sent && sqlState(error) === SQLSTATE.lockNotAvailable) {
       // Another transaction holds the row (lock_timeout): busy, never an unbounded wait.
@@ -233,17 +252,91 @@ export async function claimInTransaction(
   }
 }
 
-/** The client the handler gets: refuses queries once the claim is settled, and refuses release. */
-export function guardClient(client: PoolClient, lease: { readonly finished: boolean }): PoolClient {
+/**
+ * The claim of a tenant-inbox key (see statements/transaction.ts, `attemptAndClaim`): the claim
+ * row is written at the claim, so an unknown tenant is refused before the handler runs.
+ * Errors are classified by the caller (claimInTransaction's catch).
+ */
+async function claimTenantRow(
+  claimer: PostgresClaimer,
+  borrowed: BorrowedClient,
+  key: string,
+  tenant: string,
+  digests: KeyDigests,
+  options: ClaimOptions,
+  fingerprint: Buffer | null,
+  owner: string,
+  deadlineAt: number,
+): Promise<ClaimResult> {
+  const what = `claim of "${key}"`;
+  const opts = claimer.options;
+  const text = attemptAndClaim(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
+    tenant,
+    lockId: digests.lockId,
+    scope: digests.scope,
+    key: digests.key,
+    keyText: opts.keepKeyText ? key : null,
+    fingerprint,
+    owner,
+  });
+  const remainingMs = claimer.remaining(deadlineAt);
+  if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
+  let replies: QueryResult[];
+  try {
+    replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult[];
+  } catch (error) {
+    borrowed.noteError(error);
+    throw error;
+  }
+  const begun = replies[0]!.rows[0] as BeginAttemptRow;
+  const row = replies[replies.length - 1]!.rows[0] as ClaimRow | { state: 'skipped' };
+  const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint);
+  if (row.state === 'acquired') {
+    const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
+    return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+  }
+  tx.finished = true;
+  if (row.state === 'skipped') {
+    // Step 1 answered busy, done or conflict, and holds no lock: end the empty transaction.
+    await runWithin(borrowed, what, 'ROLLBACK', undefined, opts.operationTimeoutMs);
+    borrowed.giveBack();
+    switch (begun.state) {
+      case 'done':
+        return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(begun.outcome) as JsonValue };
+      case 'conflict':
+        throw conflictError(key, begun.stored_fingerprint, options);
+      default:
+        return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
+    }
+  }
+  // A row a standalone claimer of the same table holds: answer as it does.
+  await tx.end(what, false, true);
+  return claimer.toClaimResult(key, tenant, digests, owner, options, row);
+}
+
+/** What {@link guardClient} reads and writes on the lease of the transaction it guards. */
+export interface GuardedLease {
+  /** True once the claim is settled: the client refuses every query. */
+  readonly finished: boolean;
+  /** Set by the first refused transaction-control statement: the lease's commit then fails with it. */
+  misuse?: TransactionMisuseError;
+}
+
+/**
+ * The client the handler gets: refuses queries once the claim is settled, refuses statements that
+ * end or nest the transaction (see transaction-control.ts), and refuses release. A refusal rejects
+ * the query (or calls its callback) with the error; nothing reaches the server.
+ */
+export function guardClient(client: PoolClient, lease: GuardedLease): PoolClient {
   return new Proxy(client, {
     get(target, property) {
       if (property === 'query') {
         return (...args: unknown[]) => {
-          if (lease.finished) {
-            const error = new TransactionAbortedError('ctx.transaction was used after its claim was settled (committed or rolled back); nothing was sent');
+          const refused = refusal(args[0], lease);
+          if (refused) {
             const callback = args.find((a) => typeof a === 'function') as ((e: Error) => void) | undefined;
-            if (callback) return void callback(error);
-            return Promise.reject(error);
+            if (callback) return void callback(refused);
+            return Promise.reject(refused);
           }
           return (target.query as (...a: unknown[]) => unknown)(...args);
         };
@@ -257,4 +350,16 @@ export function guardClient(client: PoolClient, lease: { readonly finished: bool
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
   });
+}
+
+/** Why a query must not be sent on the guarded client, or undefined. */
+function refusal(query: unknown, lease: GuardedLease): Error | undefined {
+  if (lease.finished) return new TransactionAbortedError('ctx.transaction was used after its claim was settled (committed or rolled back); nothing was sent');
+  const text = typeof query === 'string' ? query : (query as { text?: unknown } | null | undefined)?.text;
+  if (typeof text !== 'string') return undefined;
+  const statement = transactionControl(text);
+  if (statement === undefined) return undefined;
+  const error = new TransactionMisuseError(statement);
+  lease.misuse ??= error;
+  return error;
 }

@@ -8,7 +8,7 @@
  * (counters, events, settlement log lines), settler.ts (one delivery's settlement).
  */
 import type { Options } from 'amqplib';
-import { ConfigurationError, consoleWarnLogger, type Logger, type MessageSource, ShutdownError, TimeoutError } from '../../src';
+import { type Claimer, ConfigurationError, consoleWarnLogger, type Logger, type MessageSource, ShutdownError, TimeoutError } from '../../src';
 import { type AdapterSurface, type DeliverySink, withDeadline } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
 import { SourceConnections } from './connections';
@@ -104,8 +104,25 @@ export class RabbitMqSource implements MessageSource, AdapterSurface<ResolvedSou
     return this.options.batchClaims;
   }
 
-  /** False: a claimer that shares one transaction per batch claim cannot be used with `batchClaims`. */
+  /** False: the deliveries of a claim window are not run one after the other (see {@link RabbitMqSource.dispatchesBatchesTogether}). */
   readonly adoptsSharedTransactions = false;
+
+  /**
+   * True: the deliveries of one claim window are dispatched together (a window never holds more
+   * than the prefetch), so with a claimer that shares one transaction per batch claim
+   * (PostgresClaimer `transactionBatch: 'per-chunk'`) each delivery's commit waits for the
+   * window's COMMIT, then each is acked.
+   */
+  readonly dispatchesBatchesTogether = true;
+
+  /**
+   * Fits the claim window to the consumer's claimer (called by the consumer at construction): with
+   * a claimer that shares one transaction per batch claim, a redelivered message is claimed on its
+   * own, not in a window, so deliveries whose window rolled back run again one by one.
+   */
+  fitClaimer(claimer: Claimer): void {
+    this.subscription.claimRedeliveriesAlone = claimer.sharesTransactions === true;
+  }
 
   /**
    * The options in force, defaults applied.

@@ -47,6 +47,12 @@ export class Subscription {
   private firstSubscription: { resolve: () => void; reject: (error: Error) => void } | undefined;
   /** With `batchClaims`: where deliveries wait for their batch claim. */
   private window: ClaimWindow | undefined;
+  /**
+   * Set (by RabbitMqSource.fitClaimer) for a claimer that shares one transaction per batch claim:
+   * a delivery that ran before (redelivered, or back from a delayed requeue) skips the window and
+   * is claimed on its own, so the deliveries of a window that rolled back run one by one.
+   */
+  claimRedeliveriesAlone = false;
 
   constructor(
     private readonly options: ResolvedSourceOptions,
@@ -251,7 +257,8 @@ export class Subscription {
       },
       settler,
     };
-    if (this.window) {
+    const alone = this.claimRedeliveriesAlone && (fields.redelivered || (delivery.metadata.priorAttempts ?? 0) > 0);
+    if (this.window && !alone) {
       this.window.add({ delivery, settler, generation }, generation.inFlight >= this.prefetch);
       return;
     }

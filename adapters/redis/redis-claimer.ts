@@ -12,6 +12,7 @@ import {
   type CommitManyEntry,
   type CommitRequest,
   type Clock,
+  type KeyPeek,
   ClaimerUnavailableError,
   ConfigurationError,
   monotonicClock,
@@ -36,7 +37,7 @@ import {
   resolveOptions,
   type ResolvedRedisClaimerOptions,
 } from './options';
-import { type CallReply, CLAIM_CODE, decodeClaimEntry, decodeLeaseEntry, isDeadlinePassed, parseCallReply } from './reply-codes';
+import { type CallReply, CLAIM_CODE, decodeClaimEntry, decodeLeaseEntry, decodePeekEntry, isDeadlinePassed, parseCallReply } from './reply-codes';
 import { toClaimerError } from './redis-errors';
 import { type LoadedScript, preloadScripts, runScript, SCRIPTS, type ScriptName } from './script-loader';
 import { ServerClock } from './server-clock';
@@ -79,6 +80,7 @@ interface OpItem {
 }
 
 /** The shared ARGV entries of release calls, by reset flag. */
+const NO_ARGS: readonly string[] = [];
 const RELEASE_KEEP: readonly string[] = ['0'];
 const RELEASE_RESET: readonly string[] = ['1'];
 
@@ -239,7 +241,7 @@ export class RedisClaimer implements Claimer {
     const coalesce = this.options.coalesce;
     if (coalesce) {
       const queue = (op: ScriptName) => new Coalescer<OpItem>(coalesce.windowMs, this.options.maxBatchKeys, (items) => this.dispatch(op, items, true));
-      this.queues = { claim: queue('claim'), commit: queue('commit'), release: queue('release'), extend: queue('extend') };
+      this.queues = { claim: queue('claim'), commit: queue('commit'), release: queue('release'), extend: queue('extend'), peek: queue('peek') };
     }
     client.on('error', this.onClientError);
     if (this.isCluster) client.on('node error', this.onClientError);
@@ -275,6 +277,22 @@ export class RedisClaimer implements Claimer {
     }
     await checkEvictionPolicy(this.client, this.logger);
     checkClientOptions(this.client, this.logger);
+  }
+
+  /**
+   * Reads the state of `key` without writing (see {@link Claimer.peek}): one read-only script
+   * call (`lua/peek.lua`), or a share of a coalesced one.
+   * @throws InvalidKeyError for an empty, non-string or too long key
+   * @throws ConfigurationError for a key holding foreign data
+   * @throws ClaimerUnavailableError when Redis fails, is not ready, or passes `operationTimeoutMs`
+   */
+  peek(key: string): Promise<KeyPeek> {
+    try {
+      validateKey(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.submit('peek', key, NO_ARGS, '', (entry) => decodePeekEntry(entry, key));
   }
 
   /**

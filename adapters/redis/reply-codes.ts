@@ -2,7 +2,7 @@
  * The integer return codes of the Lua scripts (documented in each `lua/*.lua` header) and their
  * meaning on the TypeScript side, in one place. Nothing else in the adapter reads a raw code.
  */
-import { ClaimerUnavailableError, ConfigurationError, KeyConflictError } from '../../src';
+import { ClaimerUnavailableError, ConfigurationError, KeyConflictError, type KeyPeek } from '../../src';
 import { type LeaseOutcome } from '../../src/adapter-kit';
 
 /** First element of every script reply. */
@@ -129,4 +129,21 @@ function foreign(key: string): ConfigurationError {
   return new ConfigurationError(
     `the Redis key of "${key}" holds a value twophase did not write; choose a prefix no other data uses`,
   );
+}
+
+/** States of a peek entry (see lua/peek.lua), by code. */
+const PEEK_STATES: Readonly<Record<number, KeyPeek['state']>> = { 0: 'absent', 1: 'done', 2: 'busy', 3: 'failed' };
+
+/**
+ * Decodes one peek entry `{state, attempts}`.
+ * @throws ConfigurationError for FOREIGN (the key holds a value twophase did not write)
+ * @throws ClaimerUnavailableError for anything else this version does not know
+ */
+export function decodePeekEntry(entry: unknown, key: string): KeyPeek {
+  if (Array.isArray(entry) && typeof entry[0] === 'number' && typeof entry[1] === 'number') {
+    if (entry[0] === CLAIM_CODE.FOREIGN) throw foreign(key);
+    const state = PEEK_STATES[entry[0]];
+    if (state !== undefined) return { state, attempts: entry[1] };
+  }
+  throw new ClaimerUnavailableError(`unexpected peek reply for "${key}": ${JSON.stringify(entry)?.slice(0, 200)}`);
 }

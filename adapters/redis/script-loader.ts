@@ -23,7 +23,7 @@ export interface LoadedScript {
 }
 
 /** The server-side operations, one `lua/<name>.lua` file each. */
-export type ScriptName = 'claim' | 'commit' | 'release' | 'extend';
+export type ScriptName = 'claim' | 'commit' | 'release' | 'extend' | 'peek';
 
 const LUA_DIR = join(__dirname, 'lua');
 const INCLUDE = /^--- @include "([a-z-]+)"$/gm;
@@ -44,6 +44,7 @@ export const SCRIPTS: Readonly<Record<ScriptName, LoadedScript>> = {
   commit: loadScript('commit'),
   release: loadScript('release'),
   extend: loadScript('extend'),
+  peek: loadScript('peek'),
 };
 
 /** True for a `NOSCRIPT` reply: the server's script cache does not hold the SHA. */

@@ -7,6 +7,10 @@
  *   floor          raw amqplib + one INSERT of the effect in its own transaction (autocommit), then ack
  *   transactional  twophase + PostgresClaimer (mode transactional): claim + effect + complete + COMMIT, then ack
  *   redis          twophase + RedisClaimer + the same INSERT in its own transaction
+ *   batch mode     twophase + PostgresClaimer transactional, `transactionBatch: 'per-chunk'` with
+ *                  `batchClaims` (the default claim window, one event-loop turn): one transaction per window; at prefetch 32,
+ *                  and at 100 beside a floor at prefetch 100 (per-record transactions are not run
+ *                  at 100: each in-flight delivery would hold a pool client)
  * Kafka (one topic of KAFKA_PARTITIONS partitions, a fresh consumer group per run):
  *   floor          raw kafkajs eachMessage (partitions consumed concurrently) + the INSERT in its own transaction
  *   per-record     twophase KafkaSource + PostgresClaimer transactional, one transaction per record (claimBatchSize 1)
@@ -80,10 +84,10 @@ class LedgerConsumer extends ConsumerBase<Buffer, PoolClient | undefined> {
   }
 }
 
-async function runFloor(queue: string, pool: Pool, ledger: string): Promise<{ elapsedMs: number; cpuUs: number }> {
+async function runFloor(queue: string, pool: Pool, ledger: string, prefetch = PREFETCH): Promise<{ elapsedMs: number; cpuUs: number }> {
   const model = await amqp.connect(AMQP_URL);
   const ch = await model.createChannel();
-  await ch.prefetch(PREFETCH, false);
+  await ch.prefetch(prefetch, false);
   let seen = 0;
   let first = 0;
   let cpu = process.cpuUsage();
@@ -107,10 +111,16 @@ async function runFloor(queue: string, pool: Pool, ledger: string): Promise<{ el
   return measured;
 }
 
-async function runTwophase(queue: string, claimer: Claimer, effect: (key: string, tx: PoolClient | undefined) => Promise<unknown>): Promise<{ elapsedMs: number; cpuUs: number }> {
-  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger });
+async function runTwophase(
+  queue: string,
+  claimer: Claimer,
+  effect: (key: string, tx: PoolClient | undefined) => Promise<unknown>,
+  batch: { prefetch: number; batchClaims: boolean } = { prefetch: PREFETCH, batchClaims: false },
+): Promise<{ elapsedMs: number; cpuUs: number }> {
+  const windowed = batch.batchClaims ? { batchClaims: true, batchWindowMs: 0 } : {};
+  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, ...windowed });
   const consumer = new LedgerConsumer(
-    { name: 'bench', claimer, source, concurrency: PREFETCH, leaseTtlMs: 30_000, doneTtlMs: 600_000, logger: silentLogger, deployment: { replicas: 1 } },
+    { name: 'bench', claimer, source, concurrency: batch.prefetch, leaseTtlMs: 30_000, doneTtlMs: 600_000, logger: silentLogger, deployment: { replicas: 1 } },
     effect,
   );
   await consumer.start();
@@ -232,6 +242,9 @@ async function main(): Promise<void> {
       ['kafka', 'floor (raw kafkajs + INSERT, own transaction)', () => runKafkaFloor(kafka, topic, pool, ledger)],
       ['kafka', 'twophase transactional, per-record transactions (claimBatchSize 1)', () => runKafkaTwophase(kafka, topic, transactional('per-record'), 1, txInsert)],
       ['kafka', 'twophase transactional, per-chunk transactions (claimBatchSize 64)', () => runKafkaTwophase(kafka, topic, transactional('per-chunk'), 64, txInsert)],
+      ['rabbitmq', 'twophase transactional, batch mode (batchClaims, per-chunk), prefetch 32', (queue) => runTwophase(queue, transactional('per-chunk'), txInsert, { prefetch: 32, batchClaims: true })],
+      ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction), prefetch 100', (queue) => runFloor(queue, pool, ledger, 100)],
+      ['rabbitmq', 'twophase transactional, batch mode (batchClaims, per-chunk), prefetch 100', (queue) => runTwophase(queue, transactional('per-chunk'), txInsert, { prefetch: 100, batchClaims: true })],
     ];
     for (let run = 0; run < RUNS; run++) {
       for (const [broker, variant, measure] of variants) {
@@ -279,6 +292,8 @@ async function main(): Promise<void> {
         kafkaPerRecordVsFloor: rate(4, 3),
         kafkaPerChunkVsFloor: rate(5, 3),
         kafkaPerChunkVsPerRecord: rate(5, 4),
+        rabbitBatchVsFloorPrefetch32: rate(6, 0),
+        rabbitBatchVsFloorPrefetch100: rate(8, 7),
       },
     };
     writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);

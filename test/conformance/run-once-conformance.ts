@@ -93,6 +93,15 @@ export function describeRunOnceConformance(name: string, factory: ClaimerFactory
       expect(await runOnce(released, () => 3)).toMatchObject({ status: 'ran', result: 3, attempt: 1 });
     });
 
+    test('after a recorded failure, ten calls at the same moment are all refused as a previous failure, none as in progress; the key stays claimable', async () => {
+      const o = options('siblings', { onFailure: 'record', waitMs: 0 });
+      await expect(runOnce(o, () => Promise.reject(new Error('charge failed')))).rejects.toThrow('charge failed');
+      const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => runOnce(o, () => 'ran')));
+      const names = outcomes.map((r) => (r.status === 'rejected' ? (r.reason as Error).name : r.status));
+      expect(names).toEqual(Array.from({ length: 10 }, () => 'PreviousAttemptFailedError'));
+      expect(await runOnce({ ...o, retry: true }, () => 'retried')).toMatchObject({ status: 'ran', result: 'retried', attempt: 2 });
+    });
+
     test('a run that never settled blocks the key once its lease expired, until retry: true', async () => {
       const o = options('crash');
       const crashed = await h.claimer.claim(runOnceKey(o.scope, o.key), { leaseTtlMs: o.leaseTtlMs, doneTtlMs: o.doneTtlMs });

@@ -5,7 +5,7 @@
  * so the delivery is requeued, never acked. Receipts without a transaction keep today's rule.
  */
 import { Pool } from 'pg';
-import { ack, ConfigurationError, InMemoryClaimer, type HandlerContext, type JsonValue, type Receipt, TwophaseError } from '../../src';
+import { ack, ConfigurationError, InMemoryClaimer, type HandlerContext, type JsonValue, type MessageSource, type Receipt, TwophaseError } from '../../src';
 import { GatedClaimer } from '../../adapters/gated';
 import { Kafka } from 'kafkajs';
 import { KafkaSource } from '../../adapters/kafka';
@@ -121,18 +121,22 @@ describe('failOpen with a transactional claimer', () => {
   });
 });
 
-describe('per-chunk transactions need a source that adopts them', () => {
+describe('per-chunk transactions need a source that adopts them or dispatches a batch together', () => {
   const pool = new Pool({ host: '127.0.0.1', port: 1 });
   const chunked = () => new PostgresClaimer({ pool }, { mode: 'transactional', transactionBatch: 'per-chunk' });
-  const consumer = (claimer: PostgresClaimer, source: RabbitMqSource | KafkaSource) => new FnConsumer({ ...fastOptions(claimer), source }, async () => ack());
+  const consumer = (claimer: PostgresClaimer, source: MessageSource) => new FnConsumer({ ...fastOptions(claimer), source }, async () => ack());
 
-  test('RabbitMQ with batchClaims is refused at construction: each commit would wait for the whole batch', () => {
+  test('a source that claims ahead, neither adopting the chunk nor dispatching a batch together, is refused at construction', () => {
     expect(chunked().sharesTransactions).toBe(true);
-    expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).toThrow(ConfigurationError);
-    expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).toThrow(/claims ahead without adopting it/);
+    const rabbit = new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true });
+    // The same source without the trait that lets it run a shared transaction's members together.
+    const sequential = Object.create(rabbit, { dispatchesBatchesTogether: { value: false } }) as MessageSource;
+    expect(() => consumer(chunked(), sequential)).toThrow(ConfigurationError);
+    expect(() => consumer(chunked(), sequential)).toThrow(/claims ahead without adopting it/);
   });
 
-  test('accepted: RabbitMQ without claims ahead, the Kafka source (it adopts the chunk), and per-record transactions', () => {
+  test('accepted: RabbitMQ with or without claims ahead (a claim window runs together), the Kafka source (it adopts the chunk), and per-record transactions', () => {
+    expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).not.toThrow();
     expect(() => consumer(chunked(), new RabbitMqSource({ url: 'amqp://localhost', queue: 'q' }))).not.toThrow();
     expect(() => consumer(chunked(), new KafkaSource({ kafka: new Kafka({ brokers: ['127.0.0.1:1'] }) }, { topics: ['t'], groupId: 'g' }))).not.toThrow();
     const perRecord = new PostgresClaimer({ pool }, { mode: 'transactional' });

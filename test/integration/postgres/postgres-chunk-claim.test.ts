@@ -103,11 +103,14 @@ describeWithServices(['postgres'], 'PostgresClaimer per-chunk transactions (clai
     for (const e of again) await acquired(e).receipt.release();
   }, 30_000);
 
-  test('a key repeated in the batch is busy after its first occurrence; a done key answers done and joins no transaction', async () => {
+  test('a done key answers done and joins no transaction; the chunk ends before a repeated key: it and every later key answer busy and hold nothing', async () => {
     const [first] = (await claimMany(['d'])).map(acquired);
     await first!.receipt.commit({ v: 'd' });
-    const entries = await claimMany(['x', 'x', 'd']);
-    expect(entries.map((e) => e.ok && e.result.state)).toEqual(['acquired', 'busy', 'done']);
-    await acquired(entries[0]).receipt.release();
+    const entries = await claimMany(['d', 'x', 'y', 'x', 'z']);
+    expect(entries.map((e) => e.ok && e.result.state)).toEqual(['done', 'acquired', 'acquired', 'busy', 'busy']);
+    // 'z' was not claimed: another claim takes it at once.
+    const [z] = (await claimMany(['z'])).map(acquired);
+    await z!.receipt.release();
+    await acquired(entries[1]).receipt.release();
   });
 });

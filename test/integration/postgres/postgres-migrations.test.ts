@@ -112,11 +112,21 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
   test('start fails closed: ready() rejects with SchemaMismatchError on an unmigrated schema and on a changed column', async () => {
     f = await freshSchema('migready', { migrated: false });
     const claimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema });
-    await expect(claimer.ready()).rejects.toBeInstanceOf(SchemaMismatchError);
+    const unmigrated = await claimer.ready().catch((error: unknown) => error);
+    expect(unmigrated).toBeInstanceOf(SchemaMismatchError);
+    // Every difference listed, also when no migration ever ran (the common case).
+    expect((unmigrated as SchemaMismatchError).problems).toEqual([
+      `schema ${f.schema} does not exist`,
+      `table ${f.schema}.twophase_migrations does not exist (no migration was applied)`,
+      'migration 1 is not applied',
+      `table ${f.schema}.twophase_inbox does not exist`,
+    ]);
+    expect((unmigrated as Error).message).toMatch(/- migration 1 is not applied/);
     await migrate(f.pool, { schema: f.schema });
     await expect(claimer.ready()).resolves.toBeUndefined();
     const tenantClaimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, tenantOf: () => 't1' });
     await expect(tenantClaimer.ready()).rejects.toThrow(/lacks migration 2/);
+    await expect(tenantClaimer.ready()).rejects.toMatchObject({ problems: ['migration 2 is not applied', `table ${f.schema}.twophase_tenant_inbox does not exist`] });
     await f.pool.query(`ALTER TABLE ${f.schema}.twophase_inbox ALTER COLUMN attempt TYPE bigint`);
     await expect(claimer.ready()).rejects.toThrow(/attempt is bigint, expected integer/);
   });

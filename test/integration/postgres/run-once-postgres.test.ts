@@ -4,7 +4,7 @@
  * policies leave the inbox statuses `failed_retryable` (record) and `failed_permanent` (release).
  */
 import type { PoolClient } from 'pg';
-import { PreviousAttemptFailedError, runOnce, type RunOnceOptions } from '../../../src';
+import { InProgressError, PreviousAttemptFailedError, runOnce, type RunOnceOptions } from '../../../src';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { silentLogger } from '../redis/support/redis-helpers';
@@ -47,21 +47,54 @@ describeWithServices(['postgres'], 'runOnce on PostgreSQL', () => {
     expect(await effects('2026-12-01')).toBe(1);
   });
 
-  test('transactional: a failure after a write rolls the write back with the claim; the failure stays recorded', async () => {
+  test('transactional: a statement that fails (NOT NULL) rolls the write back with the claim; by default the key is not blocked and the next call runs as attempt 1', async () => {
     await expect(
       runOnce<null, PoolClient>(options('transactional', 'd2'), async ({ transaction }) => {
         await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ('d2', 1)`);
-        throw new Error('report generator crashed');
+        await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ('d2', NULL)`);
+        return null;
       }),
-    ).rejects.toThrow('report generator crashed');
+    ).rejects.toThrow(/null value/);
     expect(await effects('d2')).toBe(0);
-    await expect(runOnce(options('transactional', 'd2'), () => null)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
-    const retried = await runOnce<null, PoolClient>({ ...options('transactional', 'd2'), retry: true }, async ({ transaction }) => {
+    const next = await runOnce<null, PoolClient>(options('transactional', 'd2'), async ({ transaction }) => {
       await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ('d2', 2)`);
       return null;
     });
-    expect(retried).toMatchObject({ status: 'ran', committed: true });
+    expect(next).toMatchObject({ status: 'ran', committed: true, attempt: 1 });
     expect(await effects('d2')).toBe(1);
+  });
+
+  test("transactional with onFailure: 'record' (effects outside the transaction): the failure stays recorded until retry: true", async () => {
+    const recorded = { ...options('transactional', 'd3'), onFailure: 'record' as const };
+    await expect(runOnce(recorded, () => Promise.reject(new Error('report generator crashed')))).rejects.toThrow('report generator crashed');
+    await expect(runOnce(recorded, () => null)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
+    const retried = await runOnce<null, PoolClient>({ ...recorded, retry: true }, async ({ transaction }) => {
+      await transaction.query(`INSERT INTO ${f.schema}.effects VALUES ('d3', 2)`);
+      return null;
+    });
+    expect(retried).toMatchObject({ status: 'ran', committed: true });
+    expect(await effects('d3')).toBe(1);
+  });
+
+  test("transactional with onFailure: 'record': ten calls at the same moment after the failure are all refused as a previous failure, none as in progress; a run in flight is busy", async () => {
+    const recorded = { ...options('transactional', 'd4'), onFailure: 'record' as const, waitMs: 0 };
+    await expect(runOnce(recorded, () => Promise.reject(new Error('x')))).rejects.toThrow('x');
+    const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => runOnce(recorded, () => null)));
+    expect(outcomes.map((r) => (r.status === 'rejected' ? (r.reason as Error).name : r.status))).toEqual(Array.from({ length: 10 }, () => 'PreviousAttemptFailedError'));
+    // While a run holds the key (its advisory lock), a repeat is in progress, not a failure.
+    let entered!: () => void;
+    const started = new Promise<void>((resolve) => (entered = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const running = runOnce({ ...recorded, retry: true }, async () => {
+      entered();
+      await gate;
+      return null;
+    });
+    await started;
+    await expect(runOnce(recorded, () => null)).rejects.toBeInstanceOf(InProgressError);
+    open();
+    await expect(running).resolves.toMatchObject({ status: 'ran', committed: true });
   });
 
   test("standalone: 'record' leaves failed_retryable and blocks; 'release' leaves failed_permanent and the next call is attempt 1", async () => {

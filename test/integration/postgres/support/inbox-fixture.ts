@@ -3,7 +3,7 @@
  * effect table WITHOUT a unique key (so a repeated effect shows as a second row), and a consumer
  * whose handler writes its ledger row through `ctx.transaction`.
  */
-import type { PoolClient } from 'pg';
+import type { PoolClient, PoolConfig } from 'pg';
 import { ack, ConsumerBase, type ConsumerOptions, type Disposition, type HandlerContext, type Message } from '../../../../src';
 import { freshSchema, type SchemaFixture } from './pg-helpers';
 
@@ -29,8 +29,8 @@ export interface InboxFixture extends SchemaFixture {
   counts(): Promise<Map<string, number>>;
 }
 
-export async function inboxFixture(label: string): Promise<InboxFixture> {
-  const f = await freshSchema(label);
+export async function inboxFixture(label: string, pool: PoolConfig = {}): Promise<InboxFixture> {
+  const f = await freshSchema(label, { pool });
   const ledger = `${f.schema}.ledger`;
   await f.pool.query(`CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, key text NOT NULL, amount integer NOT NULL, pid integer)`);
   return {
