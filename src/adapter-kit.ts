@@ -20,6 +20,7 @@ export type { DeliverySink, PreparedClaim, SourceStartOptions, Submission } from
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
 export type { ConsumerTtls } from './ttl-policy';
 export { truncateErrorMessage, errorType } from './settlement';
+export { attemptsAfterRequeue } from './settlement-table';
 export { Semaphore } from './semaphore';
 export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';

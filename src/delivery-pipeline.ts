@@ -11,17 +11,8 @@ import { CommitBatcher } from './commit-batcher';
 import type { ResolvedConsumerOptions } from './consumer-options';
 import type { Delivery, HandlerContext, Message } from './delivery';
 import { DeliveryRun, type RunHost } from './delivery-run';
-import { type Disposition, isDisposition } from './disposition';
-import {
-  ConfigurationError,
-  InvalidDispositionError,
-  InvalidKeyError,
-  InvalidMessageError,
-  KeyConflictError,
-  RetryableError,
-  ShutdownError,
-  TimeoutError,
-} from './errors';
+import type { Disposition } from './disposition';
+import { InvalidKeyError, InvalidMessageError, ShutdownError, TimeoutError } from './errors';
 import { FailureLog } from './failure-log';
 import { LazyContext } from './handler-signal';
 import { LeaseKeeper } from './keep-alive';
@@ -33,7 +24,16 @@ import { applySettlement, type ApplyContext, reportEvents } from './apply-decisi
 import { backoffDelay } from './retry';
 import type { Semaphore } from './semaphore';
 import { type CommitOutcome, commitWithin, releaseWithin, truncateErrorMessage } from './settlement';
-import { decide, type HandlerEnd, type SettlementEvent, type SettlementRules } from './settlement-table';
+import {
+  attemptOf,
+  claimFailure,
+  decide,
+  handledOnCommitIssued,
+  handlerEnd,
+  type HandlerEnd,
+  type SettlementEvent,
+  type SettlementRules,
+} from './settlement-table';
 import type { PreparedClaim } from './source';
 
 /** The consumer's overridable steps (ConsumerBase's `handle` and protected hooks). */
@@ -45,8 +45,6 @@ export interface PipelineHooks<TBody, TTransaction> {
   onDuplicate(message: Message<TBody>, result: JsonValue | undefined): void | Promise<void>;
   isPermanent(error: unknown): boolean;
 }
-
-const ACK_END: HandlerEnd = Object.freeze({ kind: 'ack' });
 
 export class DeliveryPipeline<TBody, TTransaction> {
   private readonly logger: Logger;
@@ -68,6 +66,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
   private stopping = false;
   /** Gathers commits without a transaction into commitMany calls (options.batchCommits). */
   private readonly batcher: CommitBatcher | undefined;
+  /** The consumer's `isPermanent` hook, bound once (handlerEnd calls it for a thrown error). */
+  private readonly isPermanent = (error: unknown): boolean => this.hooks.isPermanent(error);
 
   constructor(
     private readonly options: ResolvedConsumerOptions,
@@ -142,15 +142,15 @@ export class DeliveryPipeline<TBody, TTransaction> {
     try {
       result = await this.steps(run, preclaimed);
     } catch (error) {
-      // A bug in the pipeline or a subclass hook: never lose the message (or, once the handler
-      // acked and its commit was started, ack: the source may have moved on).
+      // A bug in the pipeline or a subclass hook: the table decides (ack or requeue); the log says which.
+      const decision = decide({ kind: 'unexpected', error, handled: run.handled }, this.rules);
       this.logger.error(
         { err: error, consumer: this.options.name },
-        run.handled
+        decision.broker.kind === 'ack'
           ? 'unexpected pipeline error after the handler acked; acking the delivery (the commit may not have landed)'
           : 'unexpected pipeline error; requeueing the delivery',
       );
-      result = await this.settle(run, { kind: 'unexpected', error, handled: run.handled });
+      result = await applySettlement(this.applyContext, run, decision);
     }
     (result as { durationMs: number }).durationMs = performance.now() - started;
     trace.end(result);
@@ -200,7 +200,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     run.claimState = claim.state;
     if (claim.state === 'acquired') {
       run.receipt = claim.receipt;
-      run.attempt = Math.max(claim.attempt, (delivery.metadata.priorAttempts ?? 0) + 1);
+      run.attempt = attemptOf(claim.attempt, delivery.metadata.priorAttempts);
       run.fencingToken = claim.receipt.fencingToken;
       const decision = decide({ kind: 'acquired', attempt: run.attempt }, this.rules);
       if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
@@ -233,13 +233,10 @@ export class DeliveryPipeline<TBody, TTransaction> {
   }
 
   private async claimFailed(run: DeliveryRun, message: Message<TBody>, error: unknown): Promise<DeliveryResult> {
-    if (error instanceof KeyConflictError) return this.settle(run, { kind: 'key_conflict', error });
-    if (error instanceof InvalidKeyError || error instanceof ConfigurationError) return this.settle(run, { kind: 'invalid', reason: 'invalid_key', error });
-    if (error instanceof ShutdownError) return this.settle(run, { kind: 'stopping', during: 'claim', error });
-    const decision = decide({ kind: 'claim_failed', error, failOpen: this.options.failOpen }, this.rules);
+    const decision = decide(claimFailure(error, this.options.failOpen), this.rules);
     if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
     // Fail-open: no claim, no commit; the same table decides how the handler's end settles.
-    run.attempt = (run.delivery.metadata.priorAttempts ?? 0) + 1;
+    run.attempt = attemptOf(undefined, run.delivery.metadata.priorAttempts);
     run.fencingToken = 0;
     reportEvents(run, decision.events, decision.error);
     if (this.logLimiter.admit('fail_open')) this.logger.warn({ consumer: this.options.name, key: message.key }, 'failOpen: running the handler without a claim');
@@ -263,10 +260,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     let end: HandlerEnd;
     try {
       const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context);
-      const value = await run.race(handling);
-      end = isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
+      end = handlerEnd(true, await run.race(handling), run.reason, run.lost, this.isPermanent);
     } catch (error) {
-      end = this.endOf(run, undefined, error);
+      end = handlerEnd(false, error, run.reason, run.lost, this.isPermanent);
     } finally {
       if (timer !== undefined) clock.clearTimeout(timer);
       const extending = keepAlive?.stop();
@@ -277,19 +273,6 @@ export class DeliveryPipeline<TBody, TTransaction> {
     if (decision.kind === 'settle') return await applySettlement(this.applyContext, run, decision);
     const commit = await this.commit(run, decision.result);
     return await applySettlement(this.applyContext, run, decide({ kind: 'commit_ended', attempt: run.attempt!, commit, transactional: run.receipt!.transaction !== undefined }, this.rules));
-  }
-
-  /** How the handler ended: an ack wins; then an abort (shutdown, lost lease, timeout); then what it returned or threw. */
-  private endOf(run: DeliveryRun, value: Disposition | undefined, error: unknown): HandlerEnd {
-    if (value?.type === 'ack') return value.result === undefined ? ACK_END : { kind: 'ack', result: value.result };
-    const abortReason = run.reason;
-    if (abortReason instanceof ShutdownError) return { kind: 'aborted', cause: 'shutdown', error: abortReason };
-    if (run.lost) return { kind: 'aborted', cause: 'lease_lost', error: run.lost };
-    if (value) return value.type === 'reject' ? { kind: 'reject', reason: value.reason } : { kind: 'requeue', delayMs: value.delayMs };
-    if (error instanceof TimeoutError && error === abortReason) return { kind: 'aborted', cause: 'timeout', error };
-    // `throw undefined` (or null) must not read as a requeue request: give it an error object.
-    const thrown = error ?? new RetryableError(`the handler threw ${String(error)} (no error object)`);
-    return { kind: 'threw', error: thrown, permanent: this.hooks.isPermanent(thrown) };
   }
 
   /**
@@ -308,7 +291,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const committing = run.trace.wrapsSteps
       ? run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger, batch))
       : commitWithin(receipt, value, deadlineMs, this.logger, batch);
-    if (receipt.transaction === undefined) {
+    if (handledOnCommitIssued(receipt.transaction !== undefined)) {
       this.markHandled(run, true);
       return committing;
     }

@@ -8,7 +8,17 @@
  * fail-open path (`failOpen`, no claim) ask the same function, so they cannot drift apart.
  */
 import type { JsonValue } from './claimer';
-import { InvalidDispositionError, InvalidMessageError } from './errors';
+import { type Disposition, isDisposition } from './disposition';
+import {
+  ConfigurationError,
+  InvalidDispositionError,
+  InvalidKeyError,
+  InvalidMessageError,
+  KeyConflictError,
+  RetryableError,
+  ShutdownError,
+  TimeoutError,
+} from './errors';
 import type { AuxiliaryEvent, Outcome } from './observer';
 import type { CommitOutcome } from './settlement';
 import type { RequeueCause } from './settler';
@@ -34,9 +44,12 @@ export type HandlerEnd =
   /** Returned `reject(reason)`. */
   | { readonly kind: 'reject'; readonly reason: string }
   /**
-   * Threw (or returned something that is not a disposition: an InvalidDispositionError);
-   * `permanent` is the consumer's `isPermanent(error)`.
+   * Returned something that is not a disposition, or threw the InvalidDispositionError of a
+   * disposition factory given a bad argument: a programming error, never retried (whatever
+   * `isPermanent` says).
    */
+  | { readonly kind: 'invalid_disposition'; readonly error: InvalidDispositionError }
+  /** Threw; `permanent` is the consumer's `isPermanent(error)`. */
   | { readonly kind: 'threw'; readonly error: unknown; readonly permanent: boolean }
   /**
    * Its signal was aborted before it returned: at the shutdown deadline, at `handlerTimeoutMs`, or
@@ -145,16 +158,17 @@ const SHUTDOWN_AT_INTAKE: Settlement = settle('none', SHUTDOWN_REQUEUE, 'release
  * - handler threw a retryable error, returned `requeue()`, or passed `handlerTimeoutMs` → release
  *   and requeue with backoff (the asked delay for `requeue`); at `maxAttempts` dead-letter
  *   `retry_exhausted` instead.
- * - handler threw a permanent error or returned `reject(reason)` → dead-letter with the reason
- *   (`invalid_disposition` for a return value that is not a disposition), then release with the
- *   count reset.
+ * - handler threw a permanent error or returned `reject(reason)` → dead-letter with the reason,
+ *   then release with the count reset.
+ * - handler returned something that is not a disposition (or a disposition factory refused its
+ *   argument) → dead-letter `invalid_disposition` at once, whatever `isPermanent` says.
  * - shutdown during the handler or a backoff → release, requeue without delay, never dead-letter.
  * - lease lost while the handler ran (and it did not ack) → release, requeue after `busyRequeueDelayMs`.
  * - fail-open (no claim): the same rows, with no receipt step; an ack reports `claim_failed`
  *   (nothing was committed), and so does a requeue.
  */
 export function decide(event: SettlementEvent & { readonly kind: SettleNowKind }, rules: SettlementRules): Settlement;
-export function decide(event: SettlementEvent & { readonly kind: 'acquired' | 'claim_failed' }, rules: SettlementRules): Settlement | HandleDecision;
+export function decide(event: SettlementEvent & { readonly kind: 'acquired' | 'claim_failed' | SettleNowKind }, rules: SettlementRules): Settlement | HandleDecision;
 export function decide(event: SettlementEvent & { readonly kind: 'handler_end' }, rules: SettlementRules): Settlement | CommitDecision;
 export function decide(event: SettlementEvent, rules: SettlementRules): Decision;
 export function decide(event: SettlementEvent, rules: SettlementRules): Decision {
@@ -213,6 +227,8 @@ function afterHandler(end: HandlerEnd, guarded: boolean, attempt: number, rules:
       return retry(end.error, undefined, guarded, attempt, rules); // timeout: a retryable failure
     case 'reject':
       return settle(releaseReset, deadLetter(end.reason || 'handler_rejected', attempt), 'rejected', ['rejected'], true);
+    case 'invalid_disposition':
+      return settle(releaseReset, deadLetter('invalid_disposition', attempt), 'rejected', ['rejected'], true, end.error);
     case 'threw':
       if (end.permanent) return settle(releaseReset, deadLetter(permanentReason(end.error), attempt), 'rejected', ['rejected'], true, end.error);
       return retry(end.error, undefined, guarded, attempt, rules);
@@ -232,7 +248,6 @@ function retry(error: unknown, askedDelayMs: number | undefined, guarded: boolea
 
 /** The dead-letter reason of a permanent failure. */
 function permanentReason(error: unknown): string {
-  if (error instanceof InvalidDispositionError) return 'invalid_disposition';
   if (error instanceof InvalidMessageError) return error.reason;
   return 'permanent_error';
 }
@@ -247,4 +262,81 @@ function requeue(cause: RequeueCause, delayMs: number, attempt?: number): Broker
 
 function deadLetter(reason: string, attempts: number): BrokerAction {
   return { kind: 'dead_letter', reason, attempts };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The facts the table reads, each derived in one place from what the pipeline saw.
+// ---------------------------------------------------------------------------------------------
+
+const ACK_END: HandlerEnd = Object.freeze({ kind: 'ack' });
+
+/**
+ * How the handler ended, from what its promise gave and what the run saw meanwhile. Precedence:
+ * an ack wins (its effect is done); then a shutdown abort; then a lease lost while it ran; then
+ * what it returned (a requeue, a reject, or anything else: `invalid_disposition`); then what it
+ * threw (the handler timeout's own abort reason: `timeout`; a disposition factory's
+ * InvalidDispositionError: `invalid_disposition`; anything else is judged by `isPermanent`).
+ *
+ * @param returned - true when the handler's promise resolved (`value` is what it gave), false when it rejected (`value` is the error)
+ * @param abortReason - the run signal's abort reason, if it was aborted
+ * @param lost - the LeaseLostError keep-alive saw, if the lease was taken over
+ */
+export function handlerEnd(returned: boolean, value: unknown, abortReason: unknown, lost: unknown, isPermanent: (error: unknown) => boolean): HandlerEnd {
+  const disposition: Disposition | undefined = returned && isDisposition(value) ? value : undefined;
+  if (disposition?.type === 'ack') return disposition.result === undefined ? ACK_END : { kind: 'ack', result: disposition.result };
+  if (abortReason instanceof ShutdownError) return { kind: 'aborted', cause: 'shutdown', error: abortReason };
+  if (lost) return { kind: 'aborted', cause: 'lease_lost', error: lost };
+  if (disposition) return disposition.type === 'reject' ? { kind: 'reject', reason: disposition.reason } : { kind: 'requeue', delayMs: disposition.delayMs };
+  if (returned) return { kind: 'invalid_disposition', error: new InvalidDispositionError(value) };
+  if (value instanceof TimeoutError && value === abortReason) return { kind: 'aborted', cause: 'timeout', error: value };
+  if (value instanceof InvalidDispositionError) return { kind: 'invalid_disposition', error: value };
+  // `throw undefined` (or null) must not read as a requeue request: give it an error object.
+  const thrown = value ?? new RetryableError(`the handler threw ${String(value)} (no error object)`);
+  return { kind: 'threw', error: thrown, permanent: isPermanent(thrown) };
+}
+
+/**
+ * The event of a claim that failed with `error` (after the claim step's own retries): a key
+ * conflict; an invalid key (or claim options the claimer refused); a shutdown during the claim
+ * backoff; otherwise the claim store stayed unavailable.
+ */
+export function claimFailure(error: unknown, failOpen: boolean): SettlementEvent & { readonly kind: 'key_conflict' | 'invalid' | 'stopping' | 'claim_failed' } {
+  if (error instanceof KeyConflictError) return { kind: 'key_conflict', error };
+  if (error instanceof InvalidKeyError || error instanceof ConfigurationError) return { kind: 'invalid', reason: 'invalid_key', error };
+  if (error instanceof ShutdownError) return { kind: 'stopping', during: 'claim', error };
+  return { kind: 'claim_failed', error, failOpen };
+}
+
+/**
+ * The attempt number of a handler run: the claimer's acquisition count, but never below one past
+ * the attempts the broker copy says were made before (`priorAttempts`, e.g. RabbitMQ's
+ * `twophase-attempts` header after a requeue through a delay queue, where the claim may have
+ * expired). Without a claim (fail-open), one past the prior attempts.
+ */
+export function attemptOf(claimAttempt: number | undefined, priorAttempts: number | undefined): number {
+  const next = (priorAttempts ?? 0) + 1;
+  return claimAttempt === undefined || claimAttempt < next ? next : claimAttempt;
+}
+
+/**
+ * The attempts a requeued copy carries to its next delivery (its `priorAttempts` there): only a
+ * `retry` counts (a busy key, an unavailable claim store, a lost lease or a shutdown are not the
+ * handler's failures, and counting them would push a message into the dead-letter path).
+ *
+ * @param attempt - the attempt that failed (RequeueInfo.attempt), if the requeue follows one
+ * @param prior - the attempts the delivered copy carried
+ */
+export function attemptsAfterRequeue(cause: RequeueCause, attempt: number | undefined, prior: number): number {
+  if (cause !== 'retry') return prior;
+  return Math.max(attempt ?? 0, prior + 1);
+}
+
+/**
+ * When an acked delivery counts as handled (its handler slot freed, the source told it may move
+ * on): without a transaction, once its commit is issued (the effect is done, whatever the commit's
+ * outcome, and the delivery ends in an ack); with the receipt's transaction, only once that
+ * commit succeeded (a failed one rolled the effect back and the delivery is requeued).
+ */
+export function handledOnCommitIssued(transactional: boolean): boolean {
+  return !transactional;
 }

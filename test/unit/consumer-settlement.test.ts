@@ -239,6 +239,22 @@ describe('settlement table', () => {
     expect((await c2.dispatch(recordingDelivery({ key: 'typo' }))).action).toBe('reject');
   });
 
+  test('a return value that is not a disposition is dead-lettered once as invalid_disposition even when isPermanent says retryable', async () => {
+    class LenientConsumer extends FnConsumer {
+      protected override isPermanent(): boolean {
+        return false;
+      }
+    }
+    const consumer = new LenientConsumer(fastOptions(new InMemoryClaimer()), async () => undefined as never);
+    const d = recordingDelivery({ key: 'void-lenient' });
+    expect(await consumer.dispatch(d)).toMatchObject({ action: 'reject', reason: 'invalid_disposition', attempt: 1 });
+    expect(d.calls).toEqual([expect.objectContaining({ op: 'reject', info: expect.objectContaining({ reason: 'invalid_disposition', attempts: 1 }) })]);
+    // A factory refusing its argument is the same programming error: the table decides it too.
+    consumer.handler = async () => requeue({ delayMs: -1 });
+    const bad = recordingDelivery({ key: 'bad-arg-lenient' });
+    expect(await consumer.dispatch(bad)).toMatchObject({ action: 'reject', reason: 'invalid_disposition' });
+  });
+
   test.each([
     ['requeue({ delayMs: -5 })', () => requeue({ delayMs: -5 }), /requeue\(\{ delayMs \}\): delayMs must be a finite number of ms ≥ 0, got -5 \(a number\)/],
     ["requeue({ delayMs: 'soon' })", () => requeue({ delayMs: 'soon' as never }), /delayMs must be a finite number.*got 'soon' \(a string\)/],

@@ -30,6 +30,7 @@ const KIT_VALUES = [
   'resolveConsumerOptions',
   'truncateErrorMessage',
   'errorType',
+  'attemptsAfterRequeue',
   'Semaphore',
   'LogLimiter',
   'LOG_BURST',
