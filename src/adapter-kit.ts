@@ -10,6 +10,7 @@
  * @module twophase/adapter-kit
  */
 export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
+export { checkInteger, checkBoolean, checkFraction } from './option-checks';
 export { validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
 export { commitEach } from './commit-many';

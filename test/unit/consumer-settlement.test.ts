@@ -487,6 +487,6 @@ describe('failure paths found by a new user', () => {
     expect(() => new FnConsumer({ ...fastOptions(claimer), logger: null as never }, async () => ack())).toThrow(/logger must be a pino-compatible logger/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), observers: 'x' as never }, async () => ack())).toThrow(/observers must be an array/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), busyRequeueDelayMs: 0 }, async () => ack())).toThrow(/busyRequeueDelayMs must be an integer in \[10,/);
-    expect(() => new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: '5000' as never }, async () => ack())).toThrow(/got "5000"/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: '5000' as never }, async () => ack())).toThrow(/got '5000' \(a string\)/);
   });
 });
