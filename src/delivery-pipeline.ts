@@ -12,23 +12,24 @@ import type { ResolvedConsumerOptions } from './consumer-options';
 import type { Delivery, HandlerContext, Message } from './delivery';
 import { DeliveryRun, type RunHost } from './delivery-run';
 import type { Disposition } from './disposition';
-import { InvalidKeyError, InvalidMessageError, ShutdownError, TimeoutError } from './errors';
+import { InvalidMessageError, ShutdownError, TimeoutError } from './errors';
 import { FailureLog } from './failure-log';
 import { LazyContext } from './handler-signal';
 import { LeaseKeeper } from './keep-alive';
-import { namespaceKey, validateKey } from './keys';
+import { namespaceKey } from './keys';
+import { commitAfterAck, type CommitContext } from './commit-step';
 import { LogLimiter } from './log-limiter';
+import { callHandle, decodeBody, deriveKey } from './message-intake';
 import type { Logger } from './logger';
 import { type DeliveryResult, INERT_TRACE, ObservationFanout } from './observer';
 import { applySettlement, type ApplyContext, reportEvents } from './apply-decision';
 import { backoffDelay } from './retry';
 import type { Semaphore } from './semaphore';
-import { type CommitOutcome, commitWithin, releaseWithin, truncateErrorMessage } from './settlement';
+import { releaseWithin } from './settlement';
 import {
   attemptOf,
   claimFailure,
   decide,
-  handledOnCommitIssued,
   handlerEnd,
   type HandlerEnd,
   type SettlementEvent,
@@ -64,8 +65,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /** Aborts local waits (claim backoff) at shutdown. Receipt operations never listen to it. */
   private readonly shutdown = new AbortController();
   private stopping = false;
-  /** Gathers commits without a transaction into commitMany calls (options.batchCommits). */
-  private readonly batcher: CommitBatcher | undefined;
+  private readonly commitContext: CommitContext;
   /** The consumer's `isPermanent` hook, bound once (handlerEnd calls it for a thrown error). */
   private readonly isPermanent = (error: unknown): boolean => this.hooks.isPermanent(error);
 
@@ -96,7 +96,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     this.host = { name: options.name, floodLogger: this.logLimiter.limited(logger, 'lease_extend_failed') };
     this.keyPrefix = namespaceKey(options.name, 'x').slice(0, -1);
     const claimer = options.claimer;
-    this.batcher = options.batchCommits && typeof claimer.commitMany === 'function' ? new CommitBatcher(claimer as Required<Pick<typeof claimer, 'commitMany'>>) : undefined;
+    // Commits without a transaction are gathered into commitMany calls (options.batchCommits).
+    const batcher = options.batchCommits && typeof claimer.commitMany === 'function' ? new CommitBatcher(claimer as Required<Pick<typeof claimer, 'commitMany'>>) : undefined;
+    this.commitContext = { commitDeadlineMs: options.commitDeadlineMs, logger, batcher };
   }
 
   /** Dead-letters issued since construction, by reason. */
@@ -123,7 +125,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
 
   /** See {@link ClaimStep.claimBatch}. */
   claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]> {
-    return this.claims.claimBatch(deliveries, (delivery) => this.deriveKey(delivery));
+    return this.claims.claimBatch(deliveries, (delivery) => deriveKey(this.hooks, this.keyPrefix, delivery));
   }
 
   /**
@@ -172,9 +174,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     }
     let message: Message<TBody>;
     try {
-      const key = preclaimed && preclaimed.kind !== 'skipped' ? preclaimed.key : this.deriveKey(delivery);
+      const key = preclaimed && preclaimed.kind !== 'skipped' ? preclaimed.key : deriveKey(this.hooks, this.keyPrefix, delivery);
       run.key = key;
-      message = { key, body: this.decode(delivery), raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
+      message = { key, body: decodeBody(this.hooks, delivery), raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
     } catch (error) {
       await this.releasePreclaimed(preclaimed);
       return this.settle(run, { kind: 'invalid', reason: error instanceof InvalidMessageError ? error.reason : 'invalid_body', error });
@@ -259,7 +261,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
     let end: HandlerEnd;
     try {
-      const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context);
+      const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => callHandle(this.hooks, message, context)) : callHandle(this.hooks, message, context);
       end = handlerEnd(true, await run.race(handling), run.reason, run.lost, this.isPermanent);
     } catch (error) {
       end = handlerEnd(false, error, run.reason, run.lost, this.isPermanent);
@@ -271,90 +273,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     }
     const decision = decide({ kind: 'handler_end', guarded, attempt: run.attempt!, end }, this.rules);
     if (decision.kind === 'settle') return await applySettlement(this.applyContext, run, decision);
-    const commit = await this.commit(run, decision.result);
+    const commit = await commitAfterAck(this.commitContext, run, decision.result);
     return await applySettlement(this.applyContext, run, decide({ kind: 'commit_ended', attempt: run.attempt!, commit, transactional: run.receipt!.transaction !== undefined }, this.rules));
-  }
-
-  /**
-   * Commits after an ack (never throws; see commitWithin). Without a transaction the effect is
-   * done once the commit is issued: the handler slot is freed and the source may move on
-   * (submit's `handled`). Such a commit goes through the batcher when there is one (one
-   * commitMany call per event-loop turn; the outcome stays this delivery's own). A receipt
-   * carrying the handler's transaction commits the effect with the claim, alone: the delivery
-   * counts as handled only once that commit succeeded (see Receipt.transaction).
-   */
-  private commit(run: DeliveryRun, value: JsonValue | undefined): Promise<CommitOutcome> {
-    const receipt = run.receipt!;
-    const deadlineMs = this.options.commitDeadlineMs;
-    const batch = receipt.transaction === undefined ? this.batcher?.commit : undefined;
-    // No closure on the per-message path unless an observer wraps the step (as for claim, handle, settle).
-    const committing = run.trace.wrapsSteps
-      ? run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger, batch))
-      : commitWithin(receipt, value, deadlineMs, this.logger, batch);
-    if (handledOnCommitIssued(receipt.transaction !== undefined)) {
-      this.markHandled(run, true);
-      return committing;
-    }
-    // A failed one is logged with the delivery's result (FailureLog: transaction_rolled_back).
-    return committing.then((commit) => {
-      if (commit.outcome === 'committed') this.markHandled(run, false);
-      return commit;
-    });
-  }
-
-  /**
-   * The handler's effect is done and the delivery ends in an ack: free its slot, tell the source
-   * (`onHandled`, the `handled` moment of DeliverySink.submit), and (`signal`: no transaction)
-   * the settler's deprecated `handled` hook.
-   */
-  private markHandled(run: DeliveryRun, signal: boolean): void {
-    run.releasePermit();
-    run.handled = true;
-    const onHandled = run.onHandled;
-    if (onHandled !== undefined) {
-      run.onHandled = undefined;
-      onHandled();
-    }
-    const settler = run.delivery.settler;
-    if (!signal || !settler.handled) return;
-    try {
-      settler.handled();
-    } catch (error) {
-      this.logger.warn({ err: error, key: run.key }, "the settler's handled hook threw; ignored");
-    }
-  }
-
-  /**
-   * Runs `handle()` and always returns a promise: a synchronous return value is wrapped, and a
-   * synchronous throw becomes a rejection (so both are judged like an `async` handler's).
-   */
-  private callHandle(message: Message<TBody>, context: HandlerContext<TTransaction>): Promise<Disposition> {
-    try {
-      return Promise.resolve(this.hooks.handle(message, context));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-
-  private decode(delivery: Delivery): TBody {
-    try {
-      return this.hooks.decode(delivery.body, delivery);
-    } catch (error) {
-      if (error instanceof InvalidMessageError) throw error;
-      throw new InvalidMessageError('invalid_body', `body could not be decoded: ${truncateErrorMessage(error, 200)}`, { cause: error });
-    }
-  }
-
-  private deriveKey(delivery: Delivery): string {
-    const raw = this.hooks.messageKey(delivery);
-    try {
-      if (typeof raw !== 'string' || raw.length === 0) validateKey(raw);
-      const key = this.keyPrefix + raw;
-      validateKey(key);
-      return key;
-    } catch (error) {
-      if (error instanceof InvalidKeyError) throw new InvalidMessageError('invalid_key', error.message, { cause: error });
-      throw error;
-    }
   }
 }

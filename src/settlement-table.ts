@@ -80,13 +80,29 @@ export type SettlementEvent =
   /** A bug in the pipeline or a subclass hook; `handled` once the handler acked and its commit started. */
   | { readonly kind: 'unexpected'; readonly error: unknown; readonly handled: boolean };
 
+/** Ack the message (`duplicate`: a done duplicate, the handler did not run). */
+export interface AckAction {
+  readonly kind: 'ack';
+  readonly duplicate: boolean;
+}
+
+/** Requeue it; `attempt` is set for `retry` after a handler attempt (it goes into RequeueInfo). */
+export interface RequeueAction {
+  readonly kind: 'requeue';
+  readonly cause: RequeueCause;
+  readonly delayMs: number;
+  readonly attempt?: number;
+}
+
+/** Dead-letter it; `attempts`: handler attempts made (0 when it never ran). */
+export interface DeadLetterAction {
+  readonly kind: 'dead_letter';
+  readonly reason: string;
+  readonly attempts: number;
+}
+
 /** What to tell the broker. */
-export type BrokerAction =
-  | { readonly kind: 'ack'; readonly duplicate: boolean }
-  /** `attempt` is set for `retry` after a handler attempt (it goes into RequeueInfo). */
-  | { readonly kind: 'requeue'; readonly cause: RequeueCause; readonly delayMs: number; readonly attempt?: number }
-  /** `attempts`: handler attempts made (0 when it never ran). */
-  | { readonly kind: 'dead_letter'; readonly reason: string; readonly attempts: number };
+export type BrokerAction = AckAction | RequeueAction | DeadLetterAction;
 
 /**
  * What to do with the claim receipt: nothing, release it, or release it with the attempt count
@@ -99,11 +115,25 @@ export type ReceiptAction = 'none' | 'release' | 'release_reset';
 /** An event to report (each goes to the observers with the delivery's key, attempt and token). */
 export type ReportedEvent = Outcome | AuxiliaryEvent;
 
+/**
+ * The broker actions each receipt step goes with: a release is followed by a requeue (the key
+ * runs again), a release with the count reset by a dead-letter; without a receipt step, any.
+ * No other pair is decided, and the type admits no other.
+ */
+interface BrokerFor {
+  readonly none: BrokerAction;
+  readonly release: RequeueAction;
+  readonly release_reset: DeadLetterAction;
+}
+
 /** The end of a delivery: receipt step, then broker step (dead-letter: broker first, then receipt). */
-export interface Settlement {
+export type Settlement = { readonly [R in ReceiptAction]: SettlementOf<R> }[ReceiptAction];
+
+/** A {@link Settlement} whose receipt step is `R`. */
+export interface SettlementOf<R extends ReceiptAction> {
   readonly kind: 'settle';
-  readonly receipt: ReceiptAction;
-  readonly broker: BrokerAction;
+  readonly receipt: R;
+  readonly broker: BrokerFor[R];
   /** The delivery's outcome, in its DeliveryResult. */
   readonly outcome: Outcome;
   /** Reported in order before the receipt and broker steps (`released` and `ack_failed` follow from those steps). */
@@ -135,9 +165,9 @@ export type Decision = Settlement | HandleDecision | CommitDecision;
 type SettleNowKind = 'stopping' | 'invalid' | 'key_conflict' | 'done' | 'busy' | 'commit_ended' | 'unexpected';
 
 const NO_EVENTS: readonly ReportedEvent[] = Object.freeze([]);
-const ACK_NEW: BrokerAction = Object.freeze({ kind: 'ack', duplicate: false });
-const ACK_DUPLICATE: BrokerAction = Object.freeze({ kind: 'ack', duplicate: true });
-const SHUTDOWN_REQUEUE: BrokerAction = Object.freeze({ kind: 'requeue', cause: 'shutdown', delayMs: 0 });
+const ACK_NEW: AckAction = Object.freeze({ kind: 'ack', duplicate: false });
+const ACK_DUPLICATE: AckAction = Object.freeze({ kind: 'ack', duplicate: true });
+const SHUTDOWN_REQUEUE: RequeueAction = Object.freeze({ kind: 'requeue', cause: 'shutdown', delayMs: 0 });
 const HANDLE_GUARDED: Decision = Object.freeze({ kind: 'handle', guarded: true, events: Object.freeze(['acquired'] as const), error: undefined });
 const COMMIT_WITHOUT_RESULT: Decision = Object.freeze({ kind: 'commit', result: undefined });
 const COMMITTED: Settlement = settle('none', ACK_NEW, 'committed', Object.freeze(['committed'] as const), true);
@@ -213,8 +243,8 @@ export function decide(event: SettlementEvent, rules: SettlementRules): Decision
 }
 
 function afterHandler(end: HandlerEnd, guarded: boolean, attempt: number, rules: SettlementRules): Decision {
-  const release: ReceiptAction = guarded ? 'release' : 'none';
-  const releaseReset: ReceiptAction = guarded ? 'release_reset' : 'none';
+  const release = guarded ? 'release' : 'none';
+  const releaseReset = guarded ? 'release_reset' : 'none';
   // Nothing was claimed on the fail-open path, so a requeue there reports the failed claim.
   const requeued: Outcome = guarded ? 'released' : 'claim_failed';
   switch (end.kind) {
@@ -252,15 +282,15 @@ function permanentReason(error: unknown): string {
   return 'permanent_error';
 }
 
-function settle(receipt: ReceiptAction, broker: BrokerAction, outcome: Outcome, events: readonly ReportedEvent[], handled: boolean, error?: unknown): Settlement {
-  return { kind: 'settle', receipt, broker, outcome, events, handled, error };
+function settle<R extends ReceiptAction>(receipt: R, broker: BrokerFor[R], outcome: Outcome, events: readonly ReportedEvent[], handled: boolean, error?: unknown): Settlement {
+  return { kind: 'settle', receipt, broker, outcome, events, handled, error } as SettlementOf<R> as Settlement;
 }
 
-function requeue(cause: RequeueCause, delayMs: number, attempt?: number): BrokerAction {
+function requeue(cause: RequeueCause, delayMs: number, attempt?: number): RequeueAction {
   return attempt === undefined ? { kind: 'requeue', cause, delayMs } : { kind: 'requeue', cause, delayMs, attempt };
 }
 
-function deadLetter(reason: string, attempts: number): BrokerAction {
+function deadLetter(reason: string, attempts: number): DeadLetterAction {
   return { kind: 'dead_letter', reason, attempts };
 }
 

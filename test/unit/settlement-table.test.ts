@@ -3,7 +3,7 @@
  * no claimer, no broker, no timers.
  */
 import { ack, ClaimerUnavailableError, ConfigurationError, InvalidDispositionError, InvalidKeyError, reject, requeue, InvalidMessageError, KeyConflictError, LeaseLostError, PermanentError, ShutdownError, TimeoutError } from '../../src';
-import { attemptOf, attemptsAfterRequeue, claimFailure, decide, type Decision, handledOnCommitIssued, handlerEnd, type HandlerEnd, type SettlementRules } from '../../src/settlement-table';
+import { attemptOf, attemptsAfterRequeue, claimFailure, decide, type Decision, handledOnCommitIssued, handlerEnd, type HandlerEnd, type Settlement, type SettlementRules } from '../../src/settlement-table';
 
 const rules: SettlementRules = { maxAttempts: 3, busyRequeueDelayMs: 10, unavailableRequeueDelayMs: 11, retryDelayMs: (attempt) => 100 * attempt };
 
@@ -253,5 +253,41 @@ describe('the facts the table reads (README "Settlement": which end wins, claim 
   test('the handled moment: when the commit is issued without a transaction, only after it succeeded with one', () => {
     expect(handledOnCommitIssued(false)).toBe(true);
     expect(handledOnCommitIssued(true)).toBe(false);
+  });
+});
+
+describe('the decision type admits only the receipt/broker pairs the table decides', () => {
+  test('a release goes with a requeue, a release with the count reset with a dead-letter (checked by the compiler)', () => {
+    const base = { kind: 'settle', outcome: 'released', events: [], handled: true, error: undefined } as const;
+    // @ts-expect-error a released key is requeued, never acked
+    const releasedAck: Settlement = { ...base, receipt: 'release', broker: { kind: 'ack', duplicate: false } };
+    // @ts-expect-error the count is reset only for a dead-letter
+    const resetRequeue: Settlement = { ...base, receipt: 'release_reset', broker: { kind: 'requeue', cause: 'retry', delayMs: 1 } };
+    const legal: Settlement = { ...base, receipt: 'release', broker: { kind: 'requeue', cause: 'retry', delayMs: 1 } };
+    expect([releasedAck.receipt, resetRequeue.receipt, legal.receipt]).toEqual(['release', 'release_reset', 'release']);
+  });
+
+  test('every end the table decides, on both paths and at every attempt, is one of the legal pairs', () => {
+    const ends: HandlerEnd[] = [
+      { kind: 'ack' },
+      { kind: 'requeue' },
+      { kind: 'requeue', delayMs: 3 },
+      { kind: 'reject', reason: 'r' },
+      { kind: 'invalid_disposition', error: new InvalidDispositionError(1) },
+      { kind: 'threw', error: new Error('x'), permanent: false },
+      { kind: 'threw', error: new PermanentError('x'), permanent: true },
+      { kind: 'aborted', cause: 'shutdown', error: new ShutdownError() },
+      { kind: 'aborted', cause: 'timeout', error: new TimeoutError('t') },
+      { kind: 'aborted', cause: 'lease_lost', error: new LeaseLostError('k', 1, 'extend') },
+    ];
+    const legal = { none: ['ack', 'requeue', 'dead_letter'], release: ['requeue'], release_reset: ['dead_letter'] };
+    for (const end of ends) {
+      for (const attempt of [1, 2, 3]) {
+        for (const decision of [guarded(end, attempt), unguarded(end, attempt)]) {
+          if (decision.kind !== 'settle') continue;
+          expect(legal[decision.receipt]).toContain(decision.broker.kind);
+        }
+      }
+    }
   });
 });
