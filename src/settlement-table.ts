@@ -20,6 +20,7 @@ import {
   TimeoutError,
 } from './errors';
 import type { AuxiliaryEvent, Outcome } from './observer';
+import { type BackoffPolicy, backoffDelay } from './retry';
 import type { CommitOutcome } from './settlement';
 import type { RequeueCause } from './settler';
 
@@ -369,4 +370,54 @@ export function attemptsAfterRequeue(cause: RequeueCause, attempt: number | unde
  */
 export function handledOnCommitIssued(transactional: boolean): boolean {
   return !transactional;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows for a source that requeues in place: an ordered log (the Kafka source) cannot put a copy
+// back behind later records, so it keeps the record, holds back the records after it, and
+// dispatches it again. What it does with each requeue the table decided is decided here.
+// ---------------------------------------------------------------------------------------------
+
+/** Wait before dispatching again a record whose settle failed (a dead letter not written), ms. */
+export const UNSETTLED_RETRY_MS = 1000;
+
+/** What an in-place source does next with a record its dispatch did not settle. */
+export type InPlaceStep =
+  /** Leave it unsettled (a shutdown requeue): it comes again after the restart or the rebalance. */
+  | { readonly kind: 'leave' }
+  /** Busy while this source's own commits are in flight: wait for them, then dispatch it again at once. */
+  | { readonly kind: 'after_own_commits' }
+  /** Wait `delayMs` (fetching of the partition paused), then dispatch it again. */
+  | { readonly kind: 'wait'; readonly delayMs: number };
+
+const LEAVE: InPlaceStep = Object.freeze({ kind: 'leave' });
+const AFTER_OWN_COMMITS: InPlaceStep = Object.freeze({ kind: 'after_own_commits' });
+const RETRY_UNSETTLED: InPlaceStep = Object.freeze({ kind: 'wait', delayMs: UNSETTLED_RETRY_MS });
+
+/**
+ * The in-place rows, for a dispatch that ended in a requeue (`requeue`) or whose settle failed
+ * (`requeue` undefined: the record stays unsettled):
+ * - settle failed → dispatch again after {@link UNSETTLED_RETRY_MS}.
+ * - shutdown → leave it.
+ * - busy while the source's own commits are in flight → the key is most likely held by an
+ *   earlier record of the same partition whose commit has not ended: wait for those commits and
+ *   claim again at once, not after `busyRequeueDelayMs`.
+ * - claimer unavailable → the table's `unavailableRequeueDelayMs`, doubled for each unavailable
+ *   answer in a row (`unavailableStreak`, 1 for the first) up to `backoff.maxDelayMs`, with
+ *   `backoff.jitter`: the partition holds its place, so a store outage must not spin it.
+ * - any other requeue → the table's delay.
+ */
+export function requeueInPlace(
+  requeue: { readonly cause: RequeueCause; readonly delayMs: number } | undefined,
+  ownCommitsInFlight: boolean,
+  unavailableStreak: number,
+  backoff: Readonly<Pick<BackoffPolicy, 'maxDelayMs' | 'jitter'>>,
+): InPlaceStep {
+  if (requeue === undefined) return RETRY_UNSETTLED;
+  const { cause, delayMs } = requeue;
+  if (cause === 'shutdown') return LEAVE;
+  if (cause === 'busy' && ownCommitsInFlight) return AFTER_OWN_COMMITS;
+  if (cause !== 'claimer_unavailable') return { kind: 'wait', delayMs };
+  const policy = { initialDelayMs: delayMs, maxDelayMs: Math.max(backoff.maxDelayMs, delayMs), multiplier: 2, jitter: backoff.jitter };
+  return { kind: 'wait', delayMs: backoffDelay(policy, unavailableStreak) };
 }
