@@ -10,16 +10,18 @@
  * @module twophase/adapter-kit
  */
 export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
+export { checkInteger, checkBoolean, checkFraction } from './option-checks';
 export { validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
 export { commitEach } from './commit-many';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
 export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
-export type { DeliverySink, PreparedClaim, SourceStartOptions, Submission } from './source';
+export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
 export type { ConsumerTtls } from './ttl-policy';
 export { truncateErrorMessage, errorType } from './settlement';
+export { attemptsAfterRequeue, requeueInPlace, type InPlaceStep, UNSETTLED_RETRY_MS } from './settlement-table';
 export { Semaphore } from './semaphore';
 export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';

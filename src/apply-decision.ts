@@ -12,7 +12,7 @@ import type { LogLimiter } from './log-limiter';
 import type { Logger } from './logger';
 import type { DeliveryResult } from './observer';
 import { errorType, releaseWithin, truncateErrorMessage } from './settlement';
-import type { BrokerAction, ReportedEvent, Settlement } from './settlement-table';
+import type { BrokerAction, DeadLetterAction, ReportedEvent, Settlement, SettlementOf } from './settlement-table';
 import type { AckInfo, RejectInfo, Settler } from './settler';
 
 /** What applying a settlement needs of its consumer. */
@@ -48,9 +48,9 @@ function carriesError(type: string): boolean {
  */
 export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
   if (report) reportEvents(run, s.events, s.error, s.broker);
+  if (s.receipt === 'release') return await releaseThenRequeue(ctx, run, s);
   const broker = s.broker;
   if (broker.kind === 'dead_letter') return await deadLetter(ctx, run, s, broker);
-  if (s.receipt !== 'none') return await releaseThenSettle(ctx, run, s);
   // The per-message path (an ack after a commit): the broker call, awaited here.
   const result = broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
   try {
@@ -61,17 +61,19 @@ export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Se
   return result;
 }
 
-async function deadLetter(ctx: ApplyContext, run: DeliveryRun, s: Settlement, broker: BrokerAction & { kind: 'dead_letter' }): Promise<DeliveryResult> {
+/** Dead-letter first; then (`release_reset`) release, with the count reset only when the dead letter is in place. */
+async function deadLetter(ctx: ApplyContext, run: DeliveryRun, s: Settlement, broker: DeadLetterAction): Promise<DeliveryResult> {
   const settled = await settleOn(ctx, run, broker, s.error);
-  if (s.receipt !== 'none') await release(ctx, run, settled && s.receipt === 'release_reset');
+  if (s.receipt === 'release_reset') await release(ctx, run, settled);
   return resultOf(run, s, 'reject', broker.reason, undefined);
 }
 
-async function releaseThenSettle(ctx: ApplyContext, run: DeliveryRun, s: Settlement): Promise<DeliveryResult> {
+/** Release first (the key may run again at once), then requeue. */
+async function releaseThenRequeue(ctx: ApplyContext, run: DeliveryRun, s: SettlementOf<'release'>): Promise<DeliveryResult> {
   await release(ctx, run, false);
   const broker = s.broker;
   await settleOn(ctx, run, broker);
-  return broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.kind === 'requeue' ? broker.cause : undefined, broker.kind === 'requeue' ? broker.delayMs : undefined);
+  return resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
 }
 
 /**

@@ -5,7 +5,8 @@ import type { Claimer } from './claimer';
 import { systemClock, type TimerClock } from './clock';
 import { ConfigurationError } from './errors';
 import { checkTtl, RUN_ONCE_NAMESPACE } from './keys';
-import { checkKnownOptions, describeType, optionNames } from './known-options';
+import { checkKnownOptions, optionNames } from './known-options';
+import { checkBoolean, checkInteger } from './option-checks';
 import { MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
 import { guardLogger, type Logger } from './logger';
 import type { ConsumerObserver } from './observer';
@@ -238,23 +239,23 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   // The consumer's own TTLs (the policy's defaults when it sets none) and each type's, checked against the policy.
   const ttls = new ConsumerTtls(options.name, { leaseTtlMs: options.leaseTtlMs, doneTtlMs: options.doneTtlMs }, options.ttlPolicy, options.typeTtls);
   Object.assign(resolved, { ttls, leaseTtlMs: ttls.base.leaseTtlMs, doneTtlMs: ttls.base.doneTtlMs });
-  checkInt('concurrency', resolved.concurrency, 1, 10_000);
-  checkInt('maxAttempts', resolved.maxAttempts, 1, 1000);
-  checkInt('claimRetries', resolved.claimRetries, 0, 100);
+  checkInteger('concurrency', resolved.concurrency, 1, 10_000);
+  checkInteger('maxAttempts', resolved.maxAttempts, 1, 1000);
+  checkInteger('claimRetries', resolved.claimRetries, 0, 100);
   // At least 10 ms: a requeue with no delay turns a held lease or an outage into a hot loop.
-  checkInt('busyRequeueDelayMs', resolved.busyRequeueDelayMs, MIN_REQUEUE_DELAY_MS, MAX_LEASE_TTL_MS);
-  checkInt('unavailableRequeueDelayMs', resolved.unavailableRequeueDelayMs, MIN_REQUEUE_DELAY_MS, MAX_LEASE_TTL_MS);
-  checkInt('commitDeadlineMs', resolved.commitDeadlineMs, 1, 600_000);
-  checkInt('releaseDeadlineMs', resolved.releaseDeadlineMs, 1, 600_000);
-  checkInt('shutdownTimeoutMs', resolved.shutdownTimeoutMs, 0, 3_600_000);
-  checkInt('maxBodyBytes', resolved.maxBodyBytes, 1, 2_147_483_647);
-  if (resolved.handlerTimeoutMs !== undefined) checkInt('handlerTimeoutMs', resolved.handlerTimeoutMs, 1, MAX_LEASE_TTL_MS);
+  checkInteger('busyRequeueDelayMs', resolved.busyRequeueDelayMs, MIN_REQUEUE_DELAY_MS, MAX_LEASE_TTL_MS);
+  checkInteger('unavailableRequeueDelayMs', resolved.unavailableRequeueDelayMs, MIN_REQUEUE_DELAY_MS, MAX_LEASE_TTL_MS);
+  checkInteger('commitDeadlineMs', resolved.commitDeadlineMs, 1, 600_000);
+  checkInteger('releaseDeadlineMs', resolved.releaseDeadlineMs, 1, 600_000);
+  checkInteger('shutdownTimeoutMs', resolved.shutdownTimeoutMs, 0, 3_600_000);
+  checkInteger('maxBodyBytes', resolved.maxBodyBytes, 1, 2_147_483_647);
+  if (resolved.handlerTimeoutMs !== undefined) checkInteger('handlerTimeoutMs', resolved.handlerTimeoutMs, 1, MAX_LEASE_TTL_MS);
   checkBackoff('retryBackoff', resolved.retryBackoff);
   checkBackoff('claimBackoff', resolved.claimBackoff);
-  if (typeof resolved.keepAlive !== 'boolean') throw new ConfigurationError('keepAlive must be a boolean');
-  if (typeof resolved.batchCommits !== 'boolean') throw new ConfigurationError(`batchCommits must be a boolean, got ${JSON.stringify(resolved.batchCommits) ?? typeof resolved.batchCommits}`);
-  if (typeof resolved.failOpen !== 'boolean') throw new ConfigurationError('failOpen must be a boolean');
-  if (typeof resolved.requireTransaction !== 'boolean') throw new ConfigurationError(`requireTransaction must be a boolean, got ${JSON.stringify(resolved.requireTransaction) ?? typeof resolved.requireTransaction}`);
+  checkBoolean('keepAlive', resolved.keepAlive);
+  checkBoolean('batchCommits', resolved.batchCommits);
+  checkBoolean('failOpen', resolved.failOpen);
+  checkBoolean('requireTransaction', resolved.requireTransaction);
   if (resolved.requireTransaction && resolved.claimer.transactional !== true) {
     throw new ConfigurationError(
       "requireTransaction: the handler writes through ctx.transaction, but the claimer gives no transaction: use a transactional claimer, e.g. new PostgresClaimer({ pool }, { mode: 'transactional' })",
@@ -303,20 +304,13 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
 function checkDeployment(deployment: unknown): void {
   checkKnownOptions('deployment', deployment, DEPLOYMENT_OPTION_NAMES);
   const replicas = (deployment as DeploymentDeclaration | undefined)?.replicas;
-  if (replicas !== undefined && (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1)) {
-    throw new ConfigurationError(`deployment.replicas must be an integer ≥ 1, got ${describeType(replicas)}`);
-  }
+  if (replicas !== undefined) checkInteger('deployment.replicas', replicas, 1, Infinity);
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`);
-  }
-}
 
 function checkBackoff(field: string, p: BackoffPolicy): void {
-  checkInt(`${field}.initialDelayMs`, p.initialDelayMs, 0, MAX_LEASE_TTL_MS);
-  checkInt(`${field}.maxDelayMs`, p.maxDelayMs, p.initialDelayMs, MAX_LEASE_TTL_MS);
+  checkInteger(`${field}.initialDelayMs`, p.initialDelayMs, 0, MAX_LEASE_TTL_MS);
+  checkInteger(`${field}.maxDelayMs`, p.maxDelayMs, p.initialDelayMs, MAX_LEASE_TTL_MS);
   if (typeof p.multiplier !== 'number' || !(p.multiplier >= 1)) throw new ConfigurationError(`${field}.multiplier must be ≥ 1, got ${String(p.multiplier)}`);
   if (typeof p.jitter !== 'number' || !(p.jitter >= 0 && p.jitter <= 1)) throw new ConfigurationError(`${field}.jitter must be in [0, 1], got ${String(p.jitter)}`);
 }

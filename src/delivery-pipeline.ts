@@ -11,31 +11,31 @@ import { CommitBatcher } from './commit-batcher';
 import type { ResolvedConsumerOptions } from './consumer-options';
 import type { Delivery, HandlerContext, Message } from './delivery';
 import { DeliveryRun, type RunHost } from './delivery-run';
-import { type Disposition, isDisposition } from './disposition';
-import {
-  ConfigurationError,
-  InvalidDispositionError,
-  InvalidKeyError,
-  InvalidMessageError,
-  KeyConflictError,
-  RetryableError,
-  ShutdownError,
-  TimeoutError,
-  TransactionUnavailableError,
-} from './errors';
+import type { Disposition } from './disposition';
+import { InvalidMessageError, ShutdownError, TimeoutError, TransactionUnavailableError } from './errors';
 import { FailureLog } from './failure-log';
 import { LazyContext } from './handler-signal';
 import { LeaseKeeper } from './keep-alive';
-import { namespaceKey, validateKey } from './keys';
+import { namespaceKey } from './keys';
 import { DeliveryCounter, type DeliveryCounts } from './delivery-counts';
+import { commitAfterAck, type CommitContext } from './commit-step';
 import { LogLimiter } from './log-limiter';
+import { callHandle, decodeBody, deriveKey } from './message-intake';
 import type { Logger } from './logger';
 import { type DeliveryResult, INERT_TRACE, ObservationFanout } from './observer';
 import { applySettlement, type ApplyContext, reportEvents } from './apply-decision';
 import { backoffDelay } from './retry';
 import type { Semaphore } from './semaphore';
-import { type CommitOutcome, commitWithin, releaseWithin, truncateErrorMessage } from './settlement';
-import { decide, type HandlerEnd, type SettlementEvent, type SettlementRules } from './settlement-table';
+import { releaseWithin } from './settlement';
+import {
+  attemptOf,
+  claimFailure,
+  decide,
+  handlerEnd,
+  type HandlerEnd,
+  type SettlementEvent,
+  type SettlementRules,
+} from './settlement-table';
 import type { PreparedClaim } from './source';
 
 /** The consumer's overridable steps (ConsumerBase's `handle` and protected hooks). */
@@ -47,8 +47,6 @@ export interface PipelineHooks<TBody, TTransaction> {
   onDuplicate(message: Message<TBody>, result: JsonValue | undefined): void | Promise<void>;
   isPermanent(error: unknown): boolean;
 }
-
-const ACK_END: HandlerEnd = Object.freeze({ kind: 'ack' });
 
 export class DeliveryPipeline<TBody, TTransaction> {
   private readonly logger: Logger;
@@ -69,8 +67,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /** Aborts local waits (claim backoff) at shutdown. Receipt operations never listen to it. */
   private readonly shutdown = new AbortController();
   private stopping = false;
-  /** Gathers commits without a transaction into commitMany calls (options.batchCommits). */
-  private readonly batcher: CommitBatcher | undefined;
+  private readonly commitContext: CommitContext;
+  /** The consumer's `isPermanent` hook, bound once (handlerEnd calls it for a thrown error). */
+  private readonly isPermanent = (error: unknown): boolean => this.hooks.isPermanent(error);
 
   constructor(
     private readonly options: ResolvedConsumerOptions,
@@ -100,7 +99,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     this.host = { name: options.name, floodLogger: this.logLimiter.limited(logger, 'lease_extend_failed') };
     this.keyPrefix = namespaceKey(options.name, 'x').slice(0, -1);
     const claimer = options.claimer;
-    this.batcher = options.batchCommits && typeof claimer.commitMany === 'function' ? new CommitBatcher(claimer as Required<Pick<typeof claimer, 'commitMany'>>) : undefined;
+    // Commits without a transaction are gathered into commitMany calls (options.batchCommits).
+    const batcher = options.batchCommits && typeof claimer.commitMany === 'function' ? new CommitBatcher(claimer as Required<Pick<typeof claimer, 'commitMany'>>) : undefined;
+    this.commitContext = { commitDeadlineMs: options.commitDeadlineMs, logger, batcher };
   }
 
   /** Dead-letters issued since construction, by reason. */
@@ -132,7 +133,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
 
   /** See {@link ClaimStep.claimBatch}. */
   claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]> {
-    return this.claims.claimBatch(deliveries, (delivery) => this.deriveKey(delivery));
+    return this.claims.claimBatch(deliveries, (delivery) => deriveKey(this.hooks, this.keyPrefix, delivery));
   }
 
   /**
@@ -151,15 +152,15 @@ export class DeliveryPipeline<TBody, TTransaction> {
     try {
       result = await this.steps(run, preclaimed);
     } catch (error) {
-      // A bug in the pipeline or a subclass hook: never lose the message (or, once the handler
-      // acked and its commit was started, ack: the source may have moved on).
+      // A bug in the pipeline or a subclass hook: the table decides (ack or requeue); the log says which.
+      const decision = decide({ kind: 'unexpected', error, handled: run.handled }, this.rules);
       this.logger.error(
         { err: error, consumer: this.options.name },
-        run.handled
+        decision.broker.kind === 'ack'
           ? 'unexpected pipeline error after the handler acked; acking the delivery (the commit may not have landed)'
           : 'unexpected pipeline error; requeueing the delivery',
       );
-      result = await this.settle(run, { kind: 'unexpected', error, handled: run.handled });
+      result = await applySettlement(this.applyContext, run, decision);
     }
     (result as { durationMs: number }).durationMs = performance.now() - started;
     trace.end(result);
@@ -182,9 +183,9 @@ export class DeliveryPipeline<TBody, TTransaction> {
     }
     let message: Message<TBody>;
     try {
-      const key = preclaimed && preclaimed.kind !== 'skipped' ? preclaimed.key : this.deriveKey(delivery);
+      const key = preclaimed && preclaimed.kind !== 'skipped' ? preclaimed.key : deriveKey(this.hooks, this.keyPrefix, delivery);
       run.key = key;
-      message = { key, body: this.decode(delivery), raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
+      message = { key, body: decodeBody(this.hooks, delivery), raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
     } catch (error) {
       await this.releasePreclaimed(preclaimed);
       return this.settle(run, { kind: 'invalid', reason: error instanceof InvalidMessageError ? error.reason : 'invalid_body', error });
@@ -210,7 +211,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     run.claimState = claim.state;
     if (claim.state === 'acquired') {
       run.receipt = claim.receipt;
-      run.attempt = Math.max(claim.attempt, (delivery.metadata.priorAttempts ?? 0) + 1);
+      run.attempt = attemptOf(claim.attempt, delivery.metadata.priorAttempts);
       run.fencingToken = claim.receipt.fencingToken;
       const decision = decide({ kind: 'acquired', attempt: run.attempt }, this.rules);
       if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
@@ -243,13 +244,10 @@ export class DeliveryPipeline<TBody, TTransaction> {
   }
 
   private async claimFailed(run: DeliveryRun, message: Message<TBody>, error: unknown): Promise<DeliveryResult> {
-    if (error instanceof KeyConflictError) return this.settle(run, { kind: 'key_conflict', error });
-    if (error instanceof InvalidKeyError || error instanceof ConfigurationError) return this.settle(run, { kind: 'invalid', reason: 'invalid_key', error });
-    if (error instanceof ShutdownError) return this.settle(run, { kind: 'stopping', during: 'claim', error });
-    const decision = decide({ kind: 'claim_failed', error, failOpen: this.options.failOpen }, this.rules);
+    const decision = decide(claimFailure(error, this.options.failOpen), this.rules);
     if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
     // Fail-open: no claim, no commit; the same table decides how the handler's end settles.
-    run.attempt = (run.delivery.metadata.priorAttempts ?? 0) + 1;
+    run.attempt = attemptOf(undefined, run.delivery.metadata.priorAttempts);
     run.fencingToken = 0;
     reportEvents(run, decision.events, decision.error);
     if (this.logLimiter.admit('fail_open')) this.logger.warn({ consumer: this.options.name, key: message.key }, 'failOpen: running the handler without a claim');
@@ -272,12 +270,12 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
     let end: HandlerEnd;
     try {
-      const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => this.callHandle(message, context)) : this.callHandle(message, context);
-      const value = await run.race(handling);
-      end = isDisposition(value) ? this.endOf(run, value, undefined) : this.endOf(run, undefined, new InvalidDispositionError(value));
+      const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => callHandle(this.hooks, message, context)) : callHandle(this.hooks, message, context);
+      end = handlerEnd(true, await run.race(handling), run.reason, run.lost, this.isPermanent);
     } catch (error) {
       // A handler that read an absent ctx.transaction and then threw: name the fix, not the TypeError.
-      end = this.endOf(run, undefined, context.readAbsentTransaction && error instanceof TypeError && /undefined/.test(error.message) ? new TransactionUnavailableError({ cause: error }) : error);
+      const failure = context.readAbsentTransaction && error instanceof TypeError && /undefined/.test(error.message) ? new TransactionUnavailableError({ cause: error }) : error;
+      end = handlerEnd(false, failure, run.reason, run.lost, this.isPermanent);
     } finally {
       if (timer !== undefined) clock.clearTimeout(timer);
       const extending = keepAlive?.stop();
@@ -286,103 +284,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     }
     const decision = decide({ kind: 'handler_end', guarded, attempt: run.attempt!, end }, this.rules);
     if (decision.kind === 'settle') return await applySettlement(this.applyContext, run, decision);
-    const commit = await this.commit(run, decision.result);
+    const commit = await commitAfterAck(this.commitContext, run, decision.result);
     return await applySettlement(this.applyContext, run, decide({ kind: 'commit_ended', attempt: run.attempt!, commit, transactional: run.receipt!.transaction !== undefined }, this.rules));
-  }
-
-  /** How the handler ended: an ack wins; then an abort (shutdown, lost lease, timeout); then what it returned or threw. */
-  private endOf(run: DeliveryRun, value: Disposition | undefined, error: unknown): HandlerEnd {
-    if (value?.type === 'ack') return value.result === undefined ? ACK_END : { kind: 'ack', result: value.result };
-    const abortReason = run.reason;
-    if (abortReason instanceof ShutdownError) return { kind: 'aborted', cause: 'shutdown', error: abortReason };
-    if (run.lost) return { kind: 'aborted', cause: 'lease_lost', error: run.lost };
-    if (value) return value.type === 'reject' ? { kind: 'reject', reason: value.reason } : { kind: 'requeue', delayMs: value.delayMs };
-    if (error instanceof TimeoutError && error === abortReason) return { kind: 'aborted', cause: 'timeout', error };
-    // `throw undefined` (or null) must not read as a requeue request: give it an error object.
-    const thrown = error ?? new RetryableError(`the handler threw ${String(error)} (no error object)`);
-    return { kind: 'threw', error: thrown, permanent: this.hooks.isPermanent(thrown) };
-  }
-
-  /**
-   * Commits after an ack (never throws; see commitWithin). Without a transaction the effect is
-   * done once the commit is issued: the handler slot is freed and the source may move on
-   * (submit's `handled`). Such a commit goes through the batcher when there is one (one
-   * commitMany call per event-loop turn; the outcome stays this delivery's own). A receipt
-   * carrying the handler's transaction commits the effect with the claim, alone: the delivery
-   * counts as handled only once that commit succeeded (see Receipt.transaction).
-   */
-  private commit(run: DeliveryRun, value: JsonValue | undefined): Promise<CommitOutcome> {
-    const receipt = run.receipt!;
-    const deadlineMs = this.options.commitDeadlineMs;
-    const batch = receipt.transaction === undefined ? this.batcher?.commit : undefined;
-    // No closure on the per-message path unless an observer wraps the step (as for claim, handle, settle).
-    const committing = run.trace.wrapsSteps
-      ? run.trace.step('commit', () => commitWithin(receipt, value, deadlineMs, this.logger, batch))
-      : commitWithin(receipt, value, deadlineMs, this.logger, batch);
-    if (receipt.transaction === undefined) {
-      this.markHandled(run, true);
-      return committing;
-    }
-    // A failed one is logged with the delivery's result (FailureLog: transaction_rolled_back).
-    return committing.then((commit) => {
-      if (commit.outcome === 'committed') this.markHandled(run, false);
-      return commit;
-    });
-  }
-
-  /**
-   * The handler's effect is done and the delivery ends in an ack: free its slot, tell the source
-   * (`onHandled`, the `handled` moment of DeliverySink.submit), and (`signal`: no transaction)
-   * the settler's deprecated `handled` hook.
-   */
-  private markHandled(run: DeliveryRun, signal: boolean): void {
-    run.releasePermit();
-    run.handled = true;
-    const onHandled = run.onHandled;
-    if (onHandled !== undefined) {
-      run.onHandled = undefined;
-      onHandled();
-    }
-    const settler = run.delivery.settler;
-    if (!signal || !settler.handled) return;
-    try {
-      settler.handled();
-    } catch (error) {
-      this.logger.warn({ err: error, key: run.key }, "the settler's handled hook threw; ignored");
-    }
-  }
-
-  /**
-   * Runs `handle()` and always returns a promise: a synchronous return value is wrapped, and a
-   * synchronous throw becomes a rejection (so both are judged like an `async` handler's).
-   */
-  private callHandle(message: Message<TBody>, context: HandlerContext<TTransaction>): Promise<Disposition> {
-    try {
-      return Promise.resolve(this.hooks.handle(message, context));
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-
-  private decode(delivery: Delivery): TBody {
-    try {
-      return this.hooks.decode(delivery.body, delivery);
-    } catch (error) {
-      if (error instanceof InvalidMessageError) throw error;
-      throw new InvalidMessageError('invalid_body', `body could not be decoded: ${truncateErrorMessage(error, 200)}`, { cause: error });
-    }
-  }
-
-  private deriveKey(delivery: Delivery): string {
-    const raw = this.hooks.messageKey(delivery);
-    try {
-      if (typeof raw !== 'string' || raw.length === 0) validateKey(raw);
-      const key = this.keyPrefix + raw;
-      validateKey(key);
-      return key;
-    } catch (error) {
-      if (error instanceof InvalidKeyError) throw new InvalidMessageError('invalid_key', error.message, { cause: error });
-      throw error;
-    }
   }
 }

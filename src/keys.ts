@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { ConfigurationError, InvalidKeyError } from './errors';
 import type { ClaimOptions } from './claimer';
+import { checkInteger } from './option-checks';
 import {
   MAX_DONE_TTL_MS,
   MAX_FINGERPRINT_LENGTH,
@@ -96,7 +97,5 @@ const validatedFrozen = new WeakSet<ClaimOptions>();
  * @throws ConfigurationError naming the field and the value
  */
 export function checkTtl(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer number of milliseconds in [${min}, ${max}], got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`);
-  }
+  checkInteger(field, value, min, max, 'milliseconds');
 }

@@ -5,6 +5,7 @@ import type { Claimer } from './claimer';
 import { ConfigurationError } from './errors';
 import { checkTtl } from './keys';
 import { checkKnownOptions, describeType, optionNames } from './known-options';
+import { checkBoolean, checkInteger } from './option-checks';
 import { DEFAULT_MAX_RESULT_BYTES, MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from './limits';
 import { consoleWarnLogger, guardLogger, type Logger } from './logger';
 import type { RunOnceScope } from './run-once-key';
@@ -123,20 +124,20 @@ export function resolveRunOnceOptions(options: RunOnceOptions): ResolvedRunOnceO
   checkTtl('doneTtlMs', options.doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
   if (options.doneTtlMs < options.leaseTtlMs) throw new ConfigurationError(`doneTtlMs (${options.doneTtlMs}) must be ≥ leaseTtlMs (${options.leaseTtlMs})`);
   const waitMs = options.waitMs ?? RUN_ONCE_DEFAULTS.waitMs;
-  checkInt('waitMs', waitMs, 0, MAX_LEASE_TTL_MS);
+  checkInteger('waitMs', waitMs, 0, MAX_LEASE_TTL_MS);
   const maxResultBytes = options.maxResultBytes ?? RUN_ONCE_DEFAULTS.maxResultBytes;
-  checkInt('maxResultBytes', maxResultBytes, 1, 1024 * 1024);
+  checkInteger('maxResultBytes', maxResultBytes, 1, 1024 * 1024);
   const commitDeadlineMs = options.commitDeadlineMs ?? RUN_ONCE_DEFAULTS.commitDeadlineMs;
-  checkInt('commitDeadlineMs', commitDeadlineMs, 1, 600_000);
+  checkInteger('commitDeadlineMs', commitDeadlineMs, 1, 600_000);
   const releaseDeadlineMs = options.releaseDeadlineMs ?? RUN_ONCE_DEFAULTS.releaseDeadlineMs;
-  checkInt('releaseDeadlineMs', releaseDeadlineMs, 1, 600_000);
+  checkInteger('releaseDeadlineMs', releaseDeadlineMs, 1, 600_000);
   // With a transactional claimer a failed run's writes rolled back with its transaction: nothing
   // was applied, so by default a failure does not block the key (see FailurePolicy).
   const rolledBack = options.onFailure === undefined && options.claimer.transactional === true;
   const retry = options.retry ?? (rolledBack ? true : RUN_ONCE_DEFAULTS.retry);
-  if (typeof retry !== 'boolean') throw new ConfigurationError(`retry must be a boolean, got ${describeType(retry)}`);
+  checkBoolean('retry', retry);
   const keepAlive = options.keepAlive ?? RUN_ONCE_DEFAULTS.keepAlive;
-  if (typeof keepAlive !== 'boolean') throw new ConfigurationError(`keepAlive must be a boolean, got ${describeType(keepAlive)}`);
+  checkBoolean('keepAlive', keepAlive);
   const policy = options.onFailure ?? (rolledBack ? 'release' : RUN_ONCE_DEFAULTS.onFailure);
   if (typeof policy !== 'function' && !POLICIES.includes(policy)) {
     throw new ConfigurationError(`onFailure must be 'record', 'release' or a function returning one, got ${describeType(policy)}`);
@@ -175,8 +176,3 @@ function checkedPolicy(choose: (error: unknown) => FailurePolicy): (error: unkno
   };
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${describeType(value)}`);
-  }
-}

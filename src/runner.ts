@@ -7,6 +7,7 @@ import { constants as osConstants } from 'node:os';
 import type { ConsumerHealth } from './consumer-base';
 import { ConfigurationError } from './errors';
 import { checkKnownOptions, describeType, optionNames } from './known-options';
+import { checkBoolean, checkInteger } from './option-checks';
 import { consoleInfoLogger, guardLogger, type Logger } from './logger';
 
 /** What the runner needs of a consumer. */
@@ -113,7 +114,7 @@ export async function runConsumers(consumers: readonly RunnableConsumer[], optio
   if (steps.some((s) => typeof s !== 'function')) throw new ConfigurationError('onShutdown must be a function or an array of functions');
   const closeTimeoutMs = checkMs('closeTimeoutMs', options.closeTimeoutMs ?? 5000);
   const exitProcess = options.exitProcess ?? true;
-  if (typeof exitProcess !== 'boolean') throw new ConfigurationError(`exitProcess must be a boolean, got ${String(exitProcess)}`);
+  checkBoolean('exitProcess', exitProcess);
   const exitDeadlineMs = checkMs(
     'exitDeadlineMs',
     options.exitDeadlineMs ?? Math.max(0, ...consumers.map((c) => c.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS)) + EXIT_MARGIN_MS + closeTimeoutMs * steps.length,
@@ -215,8 +216,5 @@ async function runStep(step: ShutdownStep, signal: NodeJS.Signals | undefined, t
 }
 
 function checkMs(field: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 3_600_000) {
-    throw new ConfigurationError(`${field} must be an integer number of ms in [1, 3600000], got ${String(value)}`);
-  }
-  return value;
+  return checkInteger(field, value, 1, 3_600_000, 'ms');
 }

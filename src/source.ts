@@ -18,10 +18,8 @@ export interface DeliverySink {
    * moments separately (see {@link Submission}): an in-order source (Kafka) dispatches the next
    * record of a partition once `handled` resolves `true`, while this one's commit is in flight,
    * and moves its committable offset only when `settled` resolves. Never throws.
-   * Optional in the type so a test double with only `dispatch` still fits; `ConsumerBase` always
-   * has it. A source treats a sink without it as one whose `handled` comes with `settled`.
    */
-  submit?(delivery: Delivery, preclaimed?: PreparedClaim): Submission;
+  submit(delivery: Delivery, preclaimed?: PreparedClaim): Submission;
   /**
    * Derives the keys of a batch and claims them in one store round trip when the claimer
    * supports `claimMany`. Entries come back in order; pass each to `dispatch`.
@@ -33,6 +31,17 @@ export interface DeliverySink {
    */
   fail?(error: Error): void;
 }
+
+/**
+ * The submission of a sink whose `handled` moment comes only with `settled` (it never frees a
+ * delivery early): for a sink written around `dispatch` alone, e.g. a test double.
+ * `submit: (delivery, preclaimed) => settledSubmission(dispatch(delivery, preclaimed))`.
+ */
+export function settledSubmission(settled: Promise<DeliveryResult>): Submission {
+  return { handled: settled.then(NOT_EARLY, NOT_EARLY), settled };
+}
+
+const NOT_EARLY = (): boolean => false;
 
 /**
  * The two moments of one delivery, as {@link DeliverySink.submit} reports them.

@@ -4,7 +4,7 @@
  * and validates at construction, naming the field and the value.
  */
 import { type Claimer, type Clock, ConfigurationError, consoleWarnLogger, type Logger, monotonicClock } from '../../src';
-import { checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
+import { checkInteger, checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
 
 /** What the gated claimer is given: two claimers the application built, and optionally a logger and a clock. */
 export interface GatedClaimerDependencies {
@@ -56,9 +56,7 @@ const DEPENDENCY_NAMES = optionNames<GatedClaimerDependencies>()(['gate', 'truth
 export function resolveGatedOptions(options: GatedClaimerOptions = {}): ResolvedGatedClaimerOptions {
   checkKnownOptions('GatedClaimer options', options, OPTION_NAMES);
   const gateRetryMs = options.gateRetryMs ?? GATED_CLAIMER_DEFAULTS.gateRetryMs;
-  if (typeof gateRetryMs !== 'number' || !Number.isInteger(gateRetryMs) || gateRetryMs < 0 || gateRetryMs > 600_000) {
-    throw new ConfigurationError(`GatedClaimer option gateRetryMs must be an integer in [0, 600000] ms, got ${describeType(gateRetryMs)}`);
-  }
+  checkInteger('GatedClaimer option gateRetryMs', gateRetryMs, 0, 600_000, 'ms');
   return { gateRetryMs };
 }
 

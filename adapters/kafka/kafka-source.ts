@@ -257,11 +257,13 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
   async start(sink: DeliverySink, startOptions: SourceStartOptions): Promise<void> {
     if (this.lifecycle !== 'created') throw new ConfigurationError(`start() called on a Kafka source that is ${this.lifecycle}`);
     this.lifecycle = 'starting';
+    // One bound on handlers: the consumer's. The source adds its own only when partitionConcurrency is lower.
     const concurrency = Math.max(1, Math.min(this.options.partitionConcurrency ?? startOptions.concurrency, startOptions.concurrency));
+    const slots = concurrency < startOptions.concurrency ? new Semaphore(concurrency) : undefined;
     // When the consumer tells its lease length, a claim made ahead never waits more than a third of it.
     const lease = startOptions.leaseTtlMs;
     const preclaimMaxAgeMs = typeof lease === 'number' && lease > 0 ? Math.max(1, Math.min(this.options.preclaimMaxAgeMs, Math.floor(lease / 3))) : this.options.preclaimMaxAgeMs;
-    this.host = this.makeHost(sink, new Semaphore(concurrency), preclaimMaxAgeMs);
+    this.host = this.makeHost(sink, slots, preclaimMaxAgeMs);
     this.sink = sink;
     this.warnAboutSession(startOptions.handlerTimeoutMs);
     // close() may come while this runs (a stop during startup): after every step, stop there and
@@ -365,7 +367,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
 
   // ---------------------------------------------------------------------------------------
 
-  private makeHost(sink: DeliverySink, slots: Semaphore, preclaimMaxAgeMs: number): WorkerHost {
+  private makeHost(sink: DeliverySink, slots: Semaphore | undefined, preclaimMaxAgeMs: number): WorkerHost {
     const o = this.options;
     return {
       sink,

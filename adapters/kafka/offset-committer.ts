@@ -14,7 +14,8 @@
 import type { Logger } from '../../src';
 import { sleep } from '../../src/adapter-kit';
 import type { FetchedBatch, TopicPartitionOffset } from './client';
-import { offsetAbove, type PartitionWorker } from './partition-worker';
+import type { PartitionWorker } from './partition-worker';
+import { offsetAbove } from './record-queue';
 
 /** What the committer reads of the source's current group generation. */
 export interface CommitGeneration {

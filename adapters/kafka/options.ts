@@ -4,7 +4,7 @@
  * naming the field and the value.
  */
 import { type BackoffPolicy, ConfigurationError, consoleWarnLogger, type Logger } from '../../src';
-import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
+import { checkBoolean, checkFraction, checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import type { GroupConsumerConfig, RecordProducerConfig } from './client';
 
 /** What to do at start about the dead-letter topics of the subscribed topics. */
@@ -210,13 +210,13 @@ export function resolveKafkaSourceOptions(options: KafkaSourceOptions): Resolved
   const consumer: GroupConsumerConfig = { maxWaitTimeInMs: d.maxWaitTimeInMs, ...stripUndefined(options.consumer ?? {}), groupId: options.groupId };
   const sessionTimeout = consumer.sessionTimeout ?? KAFKAJS_CONSUMER_DEFAULTS.sessionTimeout;
   const heartbeatIntervalMs = consumer.heartbeatInterval ?? KAFKAJS_CONSUMER_DEFAULTS.heartbeatInterval;
-  integerIn('consumer.sessionTimeout', sessionTimeout, 1, 3_600_000);
-  integerIn('consumer.heartbeatInterval', heartbeatIntervalMs, 1, 3_600_000);
+  checkInteger('consumer.sessionTimeout', sessionTimeout, 1, 3_600_000);
+  checkInteger('consumer.heartbeatInterval', heartbeatIntervalMs, 1, 3_600_000);
   if (heartbeatIntervalMs >= sessionTimeout) {
     throw new ConfigurationError(`consumer.heartbeatInterval (${heartbeatIntervalMs}) must be below consumer.sessionTimeout (${sessionTimeout}); about a third of it is usual`);
   }
-  if (consumer.rebalanceTimeout !== undefined) integerIn('consumer.rebalanceTimeout', consumer.rebalanceTimeout, 1, 3_600_000);
-  integerIn('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 0, 3_600_000);
+  if (consumer.rebalanceTimeout !== undefined) checkInteger('consumer.rebalanceTimeout', consumer.rebalanceTimeout, 1, 3_600_000);
+  checkInteger('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 0, 3_600_000);
 
   const resolved: ResolvedKafkaSourceOptions = {
     topics: [...topics],
@@ -239,25 +239,23 @@ export function resolveKafkaSourceOptions(options: KafkaSourceOptions): Resolved
     deadLetterTimeoutMs: options.deadLetterTimeoutMs ?? d.deadLetterTimeoutMs,
     logger: options.logger ?? consoleWarnLogger,
   };
-  if (resolved.partitionConcurrency !== undefined) integerIn('partitionConcurrency', resolved.partitionConcurrency, 1, 10_000);
-  integerIn('claimBatchSize', resolved.claimBatchSize, 1, 1000);
-  integerIn('preclaimMaxAgeMs', resolved.preclaimMaxAgeMs, 1, 3_600_000);
-  integerIn('commitIntervalMs', resolved.commitIntervalMs, 10, 600_000);
-  integerIn('finalCommitTimeoutMs', resolved.finalCommitTimeoutMs, 1, 600_000);
-  integerIn('maxBufferedBytesPerPartition', resolved.maxBufferedBytesPerPartition, 1024, 1024 ** 3);
-  integerIn('unavailableBackoff.maxDelayMs', resolved.unavailableBackoff.maxDelayMs, 0, 3_600_000);
-  jitterIn('unavailableBackoff.jitter', resolved.unavailableBackoff.jitter);
-  integerIn('deadLetterBackoff.initialDelayMs', resolved.deadLetterBackoff.initialDelayMs, 0, 3_600_000);
-  integerIn('deadLetterBackoff.maxDelayMs', resolved.deadLetterBackoff.maxDelayMs, resolved.deadLetterBackoff.initialDelayMs, 3_600_000);
+  if (resolved.partitionConcurrency !== undefined) checkInteger('partitionConcurrency', resolved.partitionConcurrency, 1, 10_000);
+  checkInteger('claimBatchSize', resolved.claimBatchSize, 1, 1000);
+  checkInteger('preclaimMaxAgeMs', resolved.preclaimMaxAgeMs, 1, 3_600_000);
+  checkInteger('commitIntervalMs', resolved.commitIntervalMs, 10, 600_000);
+  checkInteger('finalCommitTimeoutMs', resolved.finalCommitTimeoutMs, 1, 600_000);
+  checkInteger('maxBufferedBytesPerPartition', resolved.maxBufferedBytesPerPartition, 1024, 1024 ** 3);
+  checkInteger('unavailableBackoff.maxDelayMs', resolved.unavailableBackoff.maxDelayMs, 0, 3_600_000);
+  checkFraction('unavailableBackoff.jitter', resolved.unavailableBackoff.jitter);
+  checkInteger('deadLetterBackoff.initialDelayMs', resolved.deadLetterBackoff.initialDelayMs, 0, 3_600_000);
+  checkInteger('deadLetterBackoff.maxDelayMs', resolved.deadLetterBackoff.maxDelayMs, resolved.deadLetterBackoff.initialDelayMs, 3_600_000);
   if (typeof resolved.deadLetterBackoff.multiplier !== 'number' || !(resolved.deadLetterBackoff.multiplier >= 1)) {
     throw new ConfigurationError(`deadLetterBackoff.multiplier must be ≥ 1, got ${String(resolved.deadLetterBackoff.multiplier)}`);
   }
-  jitterIn('deadLetterBackoff.jitter', resolved.deadLetterBackoff.jitter);
-  integerIn('deadLetterTimeoutMs', resolved.deadLetterTimeoutMs, 100, 600_000);
-  if (typeof resolved.fromBeginning !== 'boolean') throw new ConfigurationError(`fromBeginning must be a boolean, got ${String(resolved.fromBeginning)}`);
-  if (typeof resolved.heartbeatWhileProcessing !== 'boolean') {
-    throw new ConfigurationError(`heartbeatWhileProcessing must be a boolean, got ${String(resolved.heartbeatWhileProcessing)}`);
-  }
+  checkFraction('deadLetterBackoff.jitter', resolved.deadLetterBackoff.jitter);
+  checkInteger('deadLetterTimeoutMs', resolved.deadLetterTimeoutMs, 100, 600_000);
+  checkBoolean('fromBeginning', resolved.fromBeginning);
+  checkBoolean('heartbeatWhileProcessing', resolved.heartbeatWhileProcessing);
   if (typeof resolved.deadLetterTopic !== 'function') throw new ConfigurationError('deadLetterTopic must be a function (topic) => string');
   if (!['exists', 'create', 'none'].includes(resolved.deadLetterTopicCheck)) {
     throw new ConfigurationError(`deadLetterTopicCheck must be 'exists', 'create' or 'none', got ${JSON.stringify(resolved.deadLetterTopicCheck)}`);
@@ -272,15 +270,6 @@ export function resolveKafkaSourceOptions(options: KafkaSourceOptions): Resolved
   return resolved;
 }
 
-function integerIn(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
-  }
-}
-
-function jitterIn(field: string, value: unknown): void {
-  if (typeof value !== 'number' || !(value >= 0 && value <= 1)) throw new ConfigurationError(`${field} must be in [0, 1], got ${String(value)}`);
-}
 
 function stripUndefined<T extends object>(value: T): Partial<T> {
   const out: Partial<T> = {};

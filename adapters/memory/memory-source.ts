@@ -94,8 +94,13 @@ export class MemorySource implements MessageSource, AdapterSurface<Readonly<Memo
     if (this.consumerTag) this.options.broker.cancel(this.consumerTag);
   }
 
+  /**
+   * Ends the subscription. Deliveries still unsettled go back to the queue, flagged redelivered,
+   * as a broker does when a consumer's channel closes (AMQP 0-9-1: unacknowledged messages are
+   * requeued); a settle of them after close is ignored. Safe to repeat.
+   */
   async close(): Promise<void> {
-    // Nothing to release: the broker lives in the process.
+    if (this.consumerTag !== undefined && !this.crashed) this.options.broker.crash(this.consumerTag);
   }
 
   isConsuming(): boolean {

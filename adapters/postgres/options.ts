@@ -5,6 +5,7 @@
  */
 import type { Pool } from 'pg';
 import { type Clock, ConfigurationError, consoleWarnLogger } from '../../src';
+import { checkBoolean, checkInteger } from '../../src/adapter-kit';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 
 /** A pino-compatible logger (`logger.warn({ key }, 'message')`). */
@@ -150,18 +151,13 @@ export function resolveOptions(options: PostgresClaimerOptions = {}): ResolvedPo
     readyTimeoutMs: options.readyTimeoutMs ?? POSTGRES_CLAIMER_DEFAULTS.readyTimeoutMs,
     maxResultBytes: options.maxResultBytes ?? POSTGRES_CLAIMER_DEFAULTS.maxResultBytes,
   };
-  if (typeof resolved.keepKeyText !== 'boolean') throw new ConfigurationError(`keepKeyText must be a boolean, got ${String(resolved.keepKeyText)}`);
-  integerIn('operationTimeoutMs', resolved.operationTimeoutMs, 10, 60_000);
-  integerIn('readyTimeoutMs', resolved.readyTimeoutMs, 10, 600_000);
-  integerIn('maxResultBytes', resolved.maxResultBytes, 1, 4000);
+  checkBoolean('keepKeyText', resolved.keepKeyText);
+  checkInteger('operationTimeoutMs', resolved.operationTimeoutMs, 10, 60_000);
+  checkInteger('readyTimeoutMs', resolved.readyTimeoutMs, 10, 600_000);
+  checkInteger('maxResultBytes', resolved.maxResultBytes, 1, 4000);
   return resolved;
 }
 
-function integerIn(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
-  }
-}
 
 /** The default logger: the core's `consoleWarnLogger` (one JSON line per warning or error, on stderr). */
 export const consoleLogger: PostgresClaimerLogger = consoleWarnLogger;

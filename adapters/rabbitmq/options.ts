@@ -4,7 +4,7 @@
  * construction, naming the field and the value.
  */
 import { ConfigurationError, type Logger } from '../../src';
-import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
+import { checkBoolean, checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 
 /** RabbitMQ queue types the adapter supports ("Quorum Queues" and "Classic Queues" docs). */
 export type QueueType = 'classic' | 'quorum';
@@ -256,17 +256,17 @@ export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSo
     throw new ConfigurationError(`deadLetterRoutingKey must be a string of at most 255 bytes, got ${JSON.stringify(resolved.deadLetterRoutingKey)}`);
   }
   if (resolved.deadLetterQueue === queue) throw new ConfigurationError(`deadLetterQueue must differ from queue ("${queue}")`);
-  checkBool('deadLetterViaPolicy', resolved.deadLetterViaPolicy);
-  checkBool('batchClaims', resolved.batchClaims);
+  checkBoolean('deadLetterViaPolicy', resolved.deadLetterViaPolicy);
+  checkBoolean('batchClaims', resolved.batchClaims);
   const tiers = resolved.delayTiersMs;
   if (tiers.length === 0 || tiers.length > 20) throw new ConfigurationError(`delayTiersMs must hold 1 to 20 tiers, got ${tiers.length}`);
   tiers.forEach((t, i) => {
-    checkInt(`delayTiersMs[${i}]`, t, 1, 86_400_000);
+    checkInteger(`delayTiersMs[${i}]`, t, 1, 86_400_000);
     if (i > 0 && t <= tiers[i - 1]!) throw new ConfigurationError(`delayTiersMs must be strictly increasing, got ${JSON.stringify(tiers)}`);
   });
   if (resolved.deliveryLimit !== undefined) {
     if (resolved.queueType !== 'quorum') throw new ConfigurationError('deliveryLimit applies to quorum queues only (queueType: "quorum")');
-    checkInt('deliveryLimit', resolved.deliveryLimit, 1, 1_000_000);
+    checkInteger('deliveryLimit', resolved.deliveryLimit, 1, 1_000_000);
   }
   for (const name of MANAGED_QUEUE_ARGUMENTS) {
     if (name in resolved.queueArguments) throw new ConfigurationError(`queueArguments must not set "${name}": use the matching option`);
@@ -276,13 +276,13 @@ export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSo
     if (typeof b.routingKey !== 'string') throw new ConfigurationError(`bindings[${i}].routingKey must be a string`);
     if (b.exchangeType !== undefined) checkOneOf(`bindings[${i}].exchangeType`, b.exchangeType, ['direct', 'topic', 'fanout', 'headers']);
   });
-  checkInt('resubscribeIntervalMs', resolved.resubscribeIntervalMs, 10, 600_000);
-  checkInt('reconnectDelayMs', resolved.reconnectDelayMs, 10, 600_000);
-  checkInt('heartbeatSeconds', resolved.heartbeatSeconds, 0, 600);
-  checkInt('connectTimeoutMs', resolved.connectTimeoutMs, 100, 3_600_000);
-  checkInt('publishTimeoutMs', resolved.publishTimeoutMs, 10, 600_000);
-  checkInt('failedPublishRequeueDelayMs', resolved.failedPublishRequeueDelayMs, 0, 600_000);
-  checkInt('batchWindowMs', resolved.batchWindowMs, 0, 1000);
+  checkInteger('resubscribeIntervalMs', resolved.resubscribeIntervalMs, 10, 600_000);
+  checkInteger('reconnectDelayMs', resolved.reconnectDelayMs, 10, 600_000);
+  checkInteger('heartbeatSeconds', resolved.heartbeatSeconds, 0, 600);
+  checkInteger('connectTimeoutMs', resolved.connectTimeoutMs, 100, 3_600_000);
+  checkInteger('publishTimeoutMs', resolved.publishTimeoutMs, 10, 600_000);
+  checkInteger('failedPublishRequeueDelayMs', resolved.failedPublishRequeueDelayMs, 0, 600_000);
+  checkInteger('batchWindowMs', resolved.batchWindowMs, 0, 1000);
   if (resolved.batchWindowMs > 0 && !resolved.batchClaims) {
     throw new ConfigurationError(`batchWindowMs (${resolved.batchWindowMs}) applies only with batchClaims: true; set batchClaims: true or leave batchWindowMs out`);
   }
@@ -298,15 +298,6 @@ function checkName(field: string, value: unknown): asserts value is string {
   }
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
-  }
-}
-
-function checkBool(field: string, value: unknown): void {
-  if (typeof value !== 'boolean') throw new ConfigurationError(`${field} must be a boolean, got ${String(value)}`);
-}
 
 function checkOneOf(field: string, value: unknown, allowed: readonly string[]): void {
   if (typeof value !== 'string' || !allowed.includes(value)) {

@@ -6,7 +6,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
 import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger, validatePublishedKey } from '../../src';
-import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
+import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
 import { BrokerUnavailableError, MessageTooLargeError } from './errors';
 import { defaultMaxMessageBytes } from './wire-limits';
@@ -155,15 +155,15 @@ export class RabbitMqPublisher {
       throw new ConfigurationError(`url must be an amqp:// or amqps:// URL (or a non-empty list of them), got ${JSON.stringify(options?.url)}`);
     }
     this.urls = urls;
-    this.publishTimeoutMs = checkInt('publishTimeoutMs', options.publishTimeoutMs ?? 10_000, 10, 600_000);
-    this.connectTimeoutMs = checkInt('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, 100, 3_600_000);
-    this.reconnectDelayMs = checkInt('reconnectDelayMs', options.reconnectDelayMs ?? 1000, 10, 600_000);
-    this.heartbeatSeconds = checkInt('heartbeatSeconds', options.heartbeatSeconds ?? 5, 0, 600);
+    this.publishTimeoutMs = checkInteger('publishTimeoutMs', options.publishTimeoutMs ?? 10_000, 10, 600_000);
+    this.connectTimeoutMs = checkInteger('connectTimeoutMs', options.connectTimeoutMs ?? 30_000, 100, 3_600_000);
+    this.reconnectDelayMs = checkInteger('reconnectDelayMs', options.reconnectDelayMs ?? 1000, 10, 600_000);
+    this.heartbeatSeconds = checkInteger('heartbeatSeconds', options.heartbeatSeconds ?? 5, 0, 600);
     this.connectionName = options.connectionName ?? 'twophase:publisher';
     this.logger = options.logger ?? consoleWarnLogger;
     if (options.injectContext !== undefined && typeof options.injectContext !== 'function') throw new ConfigurationError('injectContext must be a function');
     this.injectContext = options.injectContext;
-    this.maxMessageBytesOption = options.maxMessageBytes === undefined ? undefined : checkInt('maxMessageBytes', options.maxMessageBytes, 1, 536_870_912);
+    this.maxMessageBytesOption = options.maxMessageBytes === undefined ? undefined : checkInteger('maxMessageBytes', options.maxMessageBytes, 1, 536_870_912);
   }
 
   /**
@@ -314,8 +314,8 @@ export function buildPublish(body: MessageBody, options: PublishMessageOptions):
   if (options.replyTo !== undefined) properties.replyTo = options.replyTo;
   if (options.type !== undefined) properties.type = options.type;
   if (options.appId !== undefined) properties.appId = options.appId;
-  if (options.priority !== undefined) properties.priority = checkInt('priority', options.priority, 0, 255);
-  if (options.expirationMs !== undefined) properties.expiration = String(checkInt('expirationMs', options.expirationMs, 0, 2 ** 31 - 1));
+  if (options.priority !== undefined) properties.priority = checkInteger('priority', options.priority, 0, 255);
+  if (options.expirationMs !== undefined) properties.expiration = String(checkInteger('expirationMs', options.expirationMs, 0, 2 ** 31 - 1));
   return { content, properties, receipt: { messageId, idempotencyKey } };
 }
 
@@ -337,9 +337,4 @@ function isJsonText(text: string): boolean {
   }
 }
 
-function checkInt(field: string, value: unknown, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
-  }
-  return value;
-}
+

@@ -29,6 +29,7 @@
  */
 import type { ConsumeMessage, Options } from 'amqplib';
 import { type AckInfo, ConfigurationError, type RejectInfo, type RequeueCause, type RequeueInfo, type Settler } from '../../src';
+import { attemptsAfterRequeue } from '../../src/adapter-kit';
 import type { ChannelGeneration } from './channel-generation';
 import { MessageTooLargeError, StaleDeliveryError } from './errors';
 import { deadLetterProperties, priorAttempts, requeueProperties, strippedDeadLetterProperties } from './headers';
@@ -100,7 +101,7 @@ export class DeliverySettler implements Settler {
     try {
       this.assertOpen('requeue');
       const prior = priorAttempts(this.message.properties.headers, this.context, this.message.fields) ?? 0;
-      const attempts = info.cause === 'retry' ? Math.max(info.attempt ?? 0, prior + 1) : prior;
+      const attempts = attemptsAfterRequeue(info.cause, info.attempt, prior);
       // A copy that carries attempts goes through a delay queue even for a 0 ms delay (the
       // shortest tier): only the broker's dead-letter history from a delay queue makes the next
       // delivery trust its `twophase-attempts`.

@@ -5,7 +5,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { type Clock, ConfigurationError, consoleWarnLogger, DEFAULT_MAX_RESULT_BYTES } from '../../src';
-import { checkKnownOptions, optionNames } from '../../src/adapter-kit';
+import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { DEFAULT_PREFIX, validatePrefix } from './key-layout';
 
 /**
@@ -118,7 +118,7 @@ export function resolveOptions(options: RedisClaimerOptions = {}): ResolvedRedis
       throw new ConfigurationError(`coalesce must be a boolean or an object, got ${JSON.stringify(coalesceOption)}`);
     }
     const windowMs = coalesceOption === true ? REDIS_CLAIMER_DEFAULTS.coalesce.windowMs : (coalesceOption.windowMs ?? 0);
-    integerIn('coalesce.windowMs', windowMs, 0, 50);
+    checkInteger('coalesce.windowMs', windowMs, 0, 50);
     coalesce = { windowMs };
   }
   const resolved: ResolvedRedisClaimerOptions = {
@@ -129,18 +129,13 @@ export function resolveOptions(options: RedisClaimerOptions = {}): ResolvedRedis
     coalesce,
     maxBatchKeys: options.maxBatchKeys ?? REDIS_CLAIMER_DEFAULTS.maxBatchKeys,
   };
-  integerIn('operationTimeoutMs', resolved.operationTimeoutMs, 10, 60_000);
-  integerIn('readyTimeoutMs', resolved.readyTimeoutMs, 10, 600_000);
-  integerIn('maxResultBytes', resolved.maxResultBytes, 1, 1_048_576);
-  integerIn('maxBatchKeys', resolved.maxBatchKeys, 1, 1000);
+  checkInteger('operationTimeoutMs', resolved.operationTimeoutMs, 10, 60_000);
+  checkInteger('readyTimeoutMs', resolved.readyTimeoutMs, 10, 600_000);
+  checkInteger('maxResultBytes', resolved.maxResultBytes, 1, 1_048_576);
+  checkInteger('maxBatchKeys', resolved.maxBatchKeys, 1, 1000);
   return resolved;
 }
 
-function integerIn(field: string, value: unknown, min: number, max: number): void {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigurationError(`${field} must be an integer in [${min}, ${max}], got ${String(value)}`);
-  }
-}
 
 /** The default logger: the core's, so the claimer's lines are JSON lines like the consumer's. */
 export const consoleLogger: RedisClaimerLogger = consoleWarnLogger;

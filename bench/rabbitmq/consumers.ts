@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import amqp from 'amqplib';
 import type Redis from 'ioredis';
 import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, silentLogger } from '../../src';
-import { type DeliverySink } from '../../src/adapter-kit';
+import { type DeliverySink, settledSubmission } from '../../src/adapter-kit';
 import { RedisClaimer } from '../../adapters/redis';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { AMQP_URL, BENCH_DELAY_TIERS_MS } from './broker';
@@ -111,6 +111,7 @@ export async function runAdapterOnly(queue: string, prefetch: number, count: num
   let finish!: (m: Measured) => void;
   const finished = new Promise<Measured>((resolve) => (finish = resolve));
   const sink: DeliverySink = {
+    submit: (delivery, preclaimed) => settledSubmission(sink.dispatch(delivery, preclaimed)),
     dispatch: async (delivery) => {
       if (first === 0) {
         first = performance.now();

@@ -167,6 +167,10 @@ function demoSource(inner: CrashableSource, consumer: () => PaymentConsumer, sta
             stats.delivered++;
             return sink.dispatch(wrap(d), p);
           },
+          submit: (d, p) => {
+            stats.delivered++;
+            return sink.submit(wrap(d), p);
+          },
           claimBatch: (ds) => sink.claimBatch(ds),
         },
         opts,

@@ -155,7 +155,7 @@ export class ChaosConsumer extends ConsumerBase<ChaosBody, Queryable | undefined
     };
     const source: MessageSource = {
       system: inner.system,
-      start: (sink: DeliverySink, opts) => inner.start({ dispatch: (d, p) => sink.dispatch(wrap(d), p), claimBatch: (ds) => sink.claimBatch(ds) }, opts),
+      start: (sink: DeliverySink, opts) => inner.start({ dispatch: (d, p) => sink.dispatch(wrap(d), p), submit: (d, p) => sink.submit(wrap(d), p), claimBatch: (ds) => sink.claimBatch(ds) }, opts),
       stopIntake: () => inner.stopIntake(),
       close: () => inner.close(),
     };

@@ -91,6 +91,9 @@ async function main(): Promise<void> {
         start: (sink, opts) =>
           source.start(
             {
+              submit: () => {
+                throw new Error('the memory source dispatches; it never submits');
+              },
               dispatch: (d, p) =>
                 sink.dispatch(
                   {

@@ -3,14 +3,17 @@
  * settlement contract against any {@link MessageSource}. Call
  * `describeSourceConformance(name, factory)` from a test file.
  *
- * The suite drives the source directly through a {@link RecordingSink} (no ConsumerBase, no
- * claimer): each test decides how a delivery settles, then checks what the broker did with it.
+ * The suite drives the source directly through a {@link RecordingSink} (no ConsumerBase): each
+ * test decides how a delivery settles, then checks what the broker did with it. The sink takes
+ * deliveries through `submit` (the path the consumer gives every source), claims keys for
+ * `claimBatch` in a real InMemoryClaimer, and lets a test report a delivery's `handled` moment
+ * before it settles, so an in-order source's pipelined path runs here too.
  * The factory returns a harness over one fresh queue or topic: a way to make sources on it (a
  * second one plays the consumer that comes after a crash or a restart), to publish, to read the
  * dead letters, and to crash a source without settling.
  */
-import type { Delivery, DeliveryResult, MessageSource, RejectInfo } from '../../src';
-import type { DeliverySink, PreparedClaim } from '../../src/adapter-kit';
+import { type Delivery, type DeliveryResult, InMemoryClaimer, type MessageSource, type RejectInfo } from '../../src';
+import type { DeliverySink, PreparedClaim, Submission } from '../../src/adapter-kit';
 import { waitFor } from '../support/wait';
 
 /** A dead letter as the harness reads it back from the broker. */
@@ -46,6 +49,10 @@ export interface Received {
   readonly body: string;
   /** `Date.now()` at arrival. */
   readonly at: number;
+  /** The claim `claimBatch` made ahead for it, if the source passed one. */
+  readonly preclaimed: PreparedClaim | undefined;
+  /** Reports its `handled` moment: the source may go on while it is not settled yet. */
+  handle(): void;
   /** Ends the dispatch (the pipeline is done with the delivery; settled or not). */
   end(): void;
 }
@@ -54,20 +61,42 @@ const RESULT: DeliveryResult = { action: 'ack', outcome: 'committed', handled: t
 const REJECT_INFO: RejectInfo = { reason: 'handler_rejected', attempts: 1, errorMessage: 'conformance reject', errorType: 'Error' };
 
 /**
- * The consumer side, reduced to a recorder: every delivery is kept with a way to end its
- * dispatch; claims ahead of dispatch are skipped. The test settles through `delivery.settler`.
+ * The consumer side, reduced to a recorder: every delivery is kept with a way to report its
+ * `handled` moment and to end its dispatch; `claimBatch` claims each delivery's message id in an
+ * InMemoryClaimer. The test settles through `delivery.settler`.
  */
 export class RecordingSink implements DeliverySink {
   readonly received: Received[] = [];
+  /** Deliveries claimed through claimBatch, and the batches. */
+  claimedAhead = 0;
+  claimBatches = 0;
+  private readonly claimer = new InMemoryClaimer();
 
-  dispatch(delivery: Delivery): Promise<DeliveryResult> {
-    return new Promise((resolve) => {
-      this.received.push({ delivery, body: delivery.body.toString('utf8'), at: Date.now(), end: () => resolve(RESULT) });
+  submit(delivery: Delivery, preclaimed?: PreparedClaim): Submission {
+    let early!: (handled: boolean) => void;
+    const handled = new Promise<boolean>((resolve) => (early = resolve));
+    const settled = new Promise<DeliveryResult>((resolve) => {
+      const end = (): void => {
+        early(false); // ignored once `handle()` resolved it true
+        resolve(RESULT);
+      };
+      this.received.push({ delivery, body: delivery.body.toString('utf8'), at: Date.now(), preclaimed, handle: () => early(true), end });
     });
+    return { handled, settled };
+  }
+
+  dispatch(delivery: Delivery, preclaimed?: PreparedClaim): Promise<DeliveryResult> {
+    return this.submit(delivery, preclaimed).settled;
   }
 
   async claimBatch(deliveries: readonly Delivery[]): Promise<PreparedClaim[]> {
-    return deliveries.map(() => ({ kind: 'skipped' }) as const);
+    this.claimBatches++;
+    const claims: PreparedClaim[] = [];
+    for (const delivery of deliveries) {
+      const key = `conformance:${String(delivery.messageId)}:${this.claimedAhead++}`;
+      claims.push({ kind: 'claimed', key, result: await this.claimer.claim(key, { leaseTtlMs: 60_000, doneTtlMs: 120_000 }) });
+    }
+    return claims;
   }
 
   /** Deliveries of `body`, in arrival order. */
@@ -224,6 +253,80 @@ export function describeSourceConformance(name: string, factory: SourceFactory):
       await arrival(sink, marker);
       expect(sink.of(b)).toHaveLength(1);
       expect((await h.deadLetters()).filter((d) => d.body === b)).toEqual([]);
+    });
+
+    test('handled before settled: the source goes on to the next message, and the first one\'s later ack still counts', async () => {
+      const first = await started();
+      const a = body('handled-a');
+      const b = body('handled-b');
+      await h.publish(a);
+      const gotA = await arrival(first.sink, a);
+      await h.publish(b);
+      // An in-order source (one Kafka partition) dispatches b only after a's handled moment.
+      gotA.handle();
+      const gotB = await arrival(first.sink, b);
+      await gotA.delivery.settler.ack({ duplicate: false });
+      gotA.end();
+      await gotB.delivery.settler.ack({ duplicate: false });
+      gotB.end();
+      await first.stop();
+      const second = await started();
+      const marker = body('marker');
+      await h.publish(marker);
+      await arrival(second.sink, marker);
+      expect(second.sink.of(a)).toEqual([]);
+      expect(second.sink.of(b)).toEqual([]);
+    });
+
+    test('claim ahead: a source that claims ahead passes each delivery the claim claimBatch made for it', async () => {
+      const { source, sink } = await started();
+      const bodies = [body('ahead-1'), body('ahead-2'), body('ahead-3')];
+      for (const b of bodies) await h.publish(b);
+      for (const b of bodies) {
+        const got = await arrival(sink, b);
+        await got.delivery.settler.ack({ duplicate: false });
+        got.end();
+      }
+      const passed = bodies.map((b) => sink.of(b)[0]!.preclaimed);
+      if (source.claimsAhead === true) {
+        expect(sink.claimBatches).toBeGreaterThan(0);
+        for (const claim of passed) expect(claim).toMatchObject({ kind: 'claimed', result: { state: 'acquired' } });
+      } else {
+        expect(passed.every((claim) => claim === undefined || claim.kind === 'skipped')).toBe(true);
+      }
+    });
+
+    test('stopIntake: the delivery in flight can still be acked; a message published after it goes to the next consumer only', async () => {
+      const first = await started();
+      const a = body('stop-a');
+      await h.publish(a);
+      const gotA = await arrival(first.sink, a);
+      await first.source.stopIntake();
+      const b = body('stop-b');
+      await h.publish(b);
+      await gotA.delivery.settler.ack({ duplicate: false });
+      gotA.end();
+      await first.stop();
+      const second = await started();
+      const gotB = await arrival(second.sink, b);
+      await gotB.delivery.settler.ack({ duplicate: false });
+      gotB.end();
+      // first is closed: what it got is final.
+      expect(first.sink.of(b)).toEqual([]);
+      expect(second.sink.of(a)).toEqual([]);
+    });
+
+    test('close with a delivery never settled: it is delivered again to the next consumer; close() may be repeated', async () => {
+      const first = await started();
+      const a = body('close');
+      await h.publish(a);
+      await arrival(first.sink, a);
+      await first.stop(); // ends the dispatch unsettled, stops intake, closes
+      await expect(first.source.close()).resolves.toBeUndefined();
+      const second = await started();
+      const again = await arrival(second.sink, a);
+      await again.delivery.settler.ack({ duplicate: false });
+      again.end();
     });
   });
 }

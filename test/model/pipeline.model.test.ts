@@ -176,7 +176,7 @@ class Worker {
     });
     return {
       system: inner.system,
-      start: (sink, opts) => inner.start({ dispatch: (d, p) => sink.dispatch(wrap(d), p), claimBatch: (ds) => sink.claimBatch(ds) }, opts),
+      start: (sink, opts) => inner.start({ dispatch: (d, p) => sink.dispatch(wrap(d), p), submit: (d, p) => sink.submit(wrap(d), p), claimBatch: (ds) => sink.claimBatch(ds) }, opts),
       stopIntake: () => inner.stopIntake(),
       close: () => inner.close(),
       isConsuming: () => inner.isConsuming(),

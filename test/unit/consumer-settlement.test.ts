@@ -239,6 +239,22 @@ describe('settlement table', () => {
     expect((await c2.dispatch(recordingDelivery({ key: 'typo' }))).action).toBe('reject');
   });
 
+  test('a return value that is not a disposition is dead-lettered once as invalid_disposition even when isPermanent says retryable', async () => {
+    class LenientConsumer extends FnConsumer {
+      protected override isPermanent(): boolean {
+        return false;
+      }
+    }
+    const consumer = new LenientConsumer(fastOptions(new InMemoryClaimer()), async () => undefined as never);
+    const d = recordingDelivery({ key: 'void-lenient' });
+    expect(await consumer.dispatch(d)).toMatchObject({ action: 'reject', reason: 'invalid_disposition', attempt: 1 });
+    expect(d.calls).toEqual([expect.objectContaining({ op: 'reject', info: expect.objectContaining({ reason: 'invalid_disposition', attempts: 1 }) })]);
+    // A factory refusing its argument is the same programming error: the table decides it too.
+    consumer.handler = async () => requeue({ delayMs: -1 });
+    const bad = recordingDelivery({ key: 'bad-arg-lenient' });
+    expect(await consumer.dispatch(bad)).toMatchObject({ action: 'reject', reason: 'invalid_disposition' });
+  });
+
   test.each([
     ['requeue({ delayMs: -5 })', () => requeue({ delayMs: -5 }), /requeue\(\{ delayMs \}\): delayMs must be a finite number of ms ≥ 0, got -5 \(a number\)/],
     ["requeue({ delayMs: 'soon' })", () => requeue({ delayMs: 'soon' as never }), /delayMs must be a finite number.*got 'soon' \(a string\)/],
@@ -471,7 +487,7 @@ describe('failure paths found by a new user', () => {
     expect(() => new FnConsumer({ ...fastOptions(claimer), logger: null as never }, async () => ack())).toThrow(/logger must be a pino-compatible logger/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), observers: 'x' as never }, async () => ack())).toThrow(/observers must be an array/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), busyRequeueDelayMs: 0 }, async () => ack())).toThrow(/busyRequeueDelayMs must be an integer in \[10,/);
-    expect(() => new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: '5000' as never }, async () => ack())).toThrow(/got "5000"/);
+    expect(() => new FnConsumer({ ...fastOptions(claimer), leaseTtlMs: '5000' as never }, async () => ack())).toThrow(/got '5000' \(a string\)/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), maxBodyBytes: 0 }, async () => ack())).toThrow(/maxBodyBytes must be an integer in \[1, 2147483647\]/);
     expect(() => new FnConsumer({ ...fastOptions(claimer), maxBodyBytes: 1.5 }, async () => ack())).toThrow(/maxBodyBytes must be an integer/);
   });

@@ -5,6 +5,7 @@
  */
 import { ack, ConfigurationError, type Delivery, InMemoryClaimer, InvalidKeyError, PermanentError, RetryableError, ShutdownError, silentLogger } from '../../../src';
 import { deadLetterRecord, HEADERS, KafkaSource, type KafkaSourceOptions, KeyedProducer, readHeader, replayRecord, withIdempotencyKey } from '../../../adapters/kafka';
+import { type DeliverySink, settledSubmission } from '../../../src/adapter-kit';
 import { parseBrokers } from '../../../adapters/cli/backends/kafka';
 import { FakeKafka } from './support/fake-client';
 import { GatedCommitClaimer } from '../../unit/helpers';
@@ -45,7 +46,7 @@ describe('KafkaSource options', () => {
   test('heartbeats off: start warns unless the handler timeout is at most sessionTimeout', async () => {
     const warnings: string[] = [];
     const logger = { ...silentLogger, warn: (_: object, msg?: string) => void warnings.push(msg ?? '') };
-    const sink = { dispatch: () => Promise.reject(new Error('unused')), claimBatch: () => Promise.resolve([]) };
+    const sink = { dispatch: () => Promise.reject(new Error('unused')), submit: () => settledSubmission(Promise.reject(new Error('unused'))), claimBatch: () => Promise.resolve([]) };
     const quiet = new KafkaSource({ client: new FakeKafka(['orders', 'orders.dlq']) }, { ...base, heartbeatWhileProcessing: false, logger, consumer: { sessionTimeout: 6000, heartbeatInterval: 2000 } });
     await quiet.start(sink, { concurrency: 1, handlerTimeoutMs: 5000 });
     await quiet.close();
@@ -59,7 +60,7 @@ describe('KafkaSource options', () => {
   test('a claim made ahead is never older than a third of the lease the consumer passes', async () => {
     const kafka = new FakeKafka(['orders', 'orders.dlq']);
     const source = new KafkaSource({ client: kafka }, { ...base, preclaimMaxAgeMs: 5000 });
-    const sink = { dispatch: () => Promise.reject(new Error('unused')), claimBatch: () => Promise.resolve([]) };
+    const sink = { dispatch: () => Promise.reject(new Error('unused')), submit: () => settledSubmission(Promise.reject(new Error('unused'))), claimBatch: () => Promise.resolve([]) };
     await source.start(sink, { concurrency: 1, leaseTtlMs: 900 });
     expect((source as unknown as { host: { preclaimMaxAgeMs: number } }).host.preclaimMaxAgeMs).toBe(300);
     await source.close();
@@ -67,7 +68,7 @@ describe('KafkaSource options', () => {
 });
 
 describe('KafkaSource closed while it starts', () => {
-  const sink = { dispatch: () => Promise.reject(new Error('unused')), claimBatch: () => Promise.resolve([]) };
+  const sink = { dispatch: () => Promise.reject(new Error('unused')), submit: () => settledSubmission(Promise.reject(new Error('unused'))), claimBatch: () => Promise.resolve([]) };
   function gated(kafka: FakeKafka, step: 'listTopics' | 'connect'): { release: () => void; reached: () => boolean } {
     let release!: () => void;
     let reached = false;
@@ -404,7 +405,8 @@ describe('KafkaSource on a fake client', () => {
     const kafka = new FakeKafka(['orders', 'orders.dlq']);
     const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10 });
     const dispatched: string[] = [];
-    const sink = {
+    const sink: DeliverySink = {
+      submit: (delivery) => settledSubmission(sink.dispatch(delivery)),
       dispatch: async (delivery: Delivery) => {
         const partition = Number(delivery.metadata.attributes?.partition);
         if (partition === 0) throw new Error('sink bug');

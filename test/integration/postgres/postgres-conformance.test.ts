@@ -25,13 +25,31 @@ describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
   describeClaimerConformance('PostgresClaimer, platform inbox', platform);
   describeRunOnceConformance('PostgresClaimer, platform inbox', platform);
 
-  describeClaimerConformance('PostgresClaimer, tenant inbox', async () => {
+  const tenant: ClaimerFactory = async () => {
     const f = await freshSchema('conft');
     const faults = new ReplyFaults();
     const claimer = new PostgresClaimer({ pool: replyDroppingPool(f.pool, faults) }, { schema: f.schema, tenantOf: () => 't1' });
     await claimer.ready();
     return { claimer, leaseTtlMs: 1000, advance: sleep, dropNextReply: (operation) => faults.dropNext(operation), cleanup: () => f.cleanup() };
-  });
+  };
+  describeClaimerConformance('PostgresClaimer, tenant inbox', tenant);
+  describeRunOnceConformance('PostgresClaimer, tenant inbox', tenant);
+
+  // In transactional mode the lease is the claim's open transaction; runOnce always ends it.
+  describeRunOnceConformance('PostgresClaimer, transactional inbox', async () => {
+    const f = await freshSchema('conftx');
+    const claimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' });
+    await claimer.ready();
+    return {
+      claimer,
+      leaseTtlMs: 1000,
+      advance: sleep,
+      dropNextReply: () => {
+        throw new Error('not used by the runOnce suite');
+      },
+      cleanup: () => f.cleanup(),
+    };
+  }, { abandonedRun: false });
 
   describe('tenants and batches', () => {
     let f: SchemaFixture;

@@ -5,7 +5,7 @@
  * the Redis claimer.
  */
 import { ack, type Delivery, type DeliveryResult, RetryableError } from '../../../src';
-import { type DeliverySink, type PreparedClaim } from '../../../src/adapter-kit';
+import { type DeliverySink, type PreparedClaim, settledSubmission } from '../../../src/adapter-kit';
 import { ConsumerCancelledError, HEADERS, type RabbitMqSourceEvents } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { closeConnectionsNamed, requireRabbitmqctl } from './support/broker-control';
@@ -132,6 +132,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ faults (real broker)', () => {
     const queue = h.queue('s02-guard');
     const settled: string[] = [];
     const sink: DeliverySink = {
+      submit: (delivery) => settledSubmission(sink.dispatch(delivery)),
       async dispatch(delivery: Delivery): Promise<DeliveryResult> {
         await delivery.settler.ack({ duplicate: false });
         await delivery.settler.ack({ duplicate: false }); // the timeout/cancel path racing the success path

@@ -19,7 +19,7 @@ import {
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { createOtelObserver, dropInstrumentationProcessSpans, injectTraceHeaders, isInstrumentationProcessSpan } from '../../../adapters/otel';
 import { ack, type Delivery, InMemoryClaimer, type MessageSource } from '../../../src';
-import { type DeliverySink } from '../../../src/adapter-kit';
+import { type DeliverySink, settledSubmission } from '../../../src/adapter-kit';
 import { FnConsumer } from '../helpers';
 import { installOtel, type OtelHarness, RecordingObserver } from './otel-harness';
 
@@ -51,6 +51,7 @@ class InstrumentedSource implements MessageSource {
     const tracer = this.provider.getTracer(`@opentelemetry/instrumentation-${this.flavour}`);
     const wrapped: DeliverySink = {
       claimBatch: (deliveries) => sink.claimBatch(deliveries),
+      submit: (delivery, preclaimed) => settledSubmission(wrapped.dispatch(delivery, preclaimed)),
       dispatch: (delivery, preclaimed) => {
         const parent: Context = propagation.extract(ROOT_CONTEXT, delivery.headers);
         const { name, attributes } = instrumentationSpanShape(this.flavour, this.destination);
