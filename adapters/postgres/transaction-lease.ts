@@ -29,6 +29,7 @@ import {
   ClaimerUnavailableError,
   type ClaimResult,
   type JsonValue,
+  type OutboxWriter,
   KeyConflictError,
   type SharedTransaction,
 } from '../../src';
@@ -48,6 +49,7 @@ import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
 import { attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
+import { PostgresOutboxWriter } from './outbox-staging';
 
 /**
  * The receipt of a transactional claim: a {@link LeaseReceipt} that also carries the open
@@ -61,10 +63,20 @@ export class TransactionReceipt extends LeaseReceipt {
     private readonly tx: LeaseOperations & { readonly handle: PoolClient },
     doneTtlMs: number,
     maxResultBytes: number,
+    /** Quoted schema of the outbox table (the claimer's). */
+    private readonly outboxSchema: string,
     /** The chunk's transaction when this receipt shares it (`transactionBatch: 'per-chunk'`). */
     readonly sharedTransaction?: SharedTransaction,
   ) {
     super(lease, tx, doneTtlMs, maxResultBytes);
+  }
+
+  private writer: PostgresOutboxWriter | undefined;
+
+  /** Stages outbox rows in this claim's transaction (`ctx.outbox`). */
+  get outbox(): OutboxWriter {
+    this.writer ??= new PostgresOutboxWriter(this.tx.handle, this.outboxSchema, true, false);
+    return this.writer;
   }
 
   /** The transaction's client, for the handler's effect (`ctx.transaction`). */
@@ -198,7 +210,7 @@ export async function claimInTransaction(
     const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
     if (row.state === 'acquired') {
       const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
-      return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+      return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
     }
     tx.finished = true;
     if (row.state === 'skipped') {
