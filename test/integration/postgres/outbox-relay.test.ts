@@ -4,7 +4,7 @@
  * lease was taken over removes and marks nothing (fencing); stop() lets a publish in flight finish,
  * or gives the leases back at its deadline.
  */
-import { type OutboxRelayEvent } from '../../../src';
+import { type OutboxRelayEvent, runConsumers } from '../../../src';
 import { transactionOutbox } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { waitFor } from '../../support/wait';
@@ -138,5 +138,16 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
       return m.length === 2 ? m : undefined;
     });
     expect(got.map((m) => m.properties.messageId)).toEqual(ids);
+  });
+
+  test('runConsumers runs a relay like a consumer: started, in the runner health, stopped by runner.stop()', async () => {
+    await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage(msg('runner', 0)));
+    const relay = f.relay();
+    const runner = await runConsumers([relay], { signals: [], exitProcess: false, logger: f.logger });
+    await waitFor(async () => (await f.rows()).length === 0, { what: 'published by the relay under the runner' });
+    expect(runner.health()).toMatchObject({ live: true, ready: true, consumers: [expect.objectContaining({ name: 'outbox-relay', state: 'running', published: 1 })] });
+    await runner.stop();
+    expect(relay.health().state).toBe('stopped');
+    expect((await f.drain()).length).toBe(1);
   });
 });
