@@ -4,7 +4,11 @@
  * lease was taken over removes and marks nothing (fencing); stop() lets a publish in flight finish,
  * or gives the leases back at its deadline.
  */
+import { Pool } from 'pg';
 import { type OutboxRelayEvent, runConsumers } from '../../../src';
+import { PostgresOutboxStore } from '../../../adapters/postgres';
+import { LoopbackProxy, type ProxiedPair } from '../../support/loopback-proxy';
+import { pgConfig } from './support/pg-helpers';
 import { transactionOutbox } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { waitFor } from '../../support/wait';
@@ -150,4 +154,42 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
     expect(relay.health().state).toBe('stopped');
     expect((await f.drain()).length).toBe(1);
   });
+
+  test('PostgreSQL unreachable: claims fail, the relay logs once and retries; once it answers, the messages are published', async () => {
+    const proxy = new CuttableProxy(pgConfig().host!, Number(pgConfig().port));
+    const port = await proxy.listen();
+    const viaProxy = new Pool(pgConfig({ port, max: 2, connectionTimeoutMillis: 2000 }));
+    viaProxy.on('error', () => undefined);
+    try {
+      const relay = f.relay({ store: new PostgresOutboxStore({ pool: viaProxy }, { schema: f.schema, operationTimeoutMs: 2000 }) }, { storeRetryDelayMs: 50 });
+      await relay.start();
+      proxy.down = true;
+      await waitFor(() => f.logger.has('claiming failed'), { what: 'the failed claim logged' });
+      await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage(msg('outage', 0)));
+      expect(relay.health()).toMatchObject({ live: true, state: 'running' });
+      proxy.down = false;
+      await waitFor(() => f.logger.has('the store answers again'), { what: 'the store back' });
+      await waitFor(async () => (await f.rows()).length === 0, { what: 'published after the outage' });
+      expect(f.logger.lines.filter((l) => l.msg?.includes('claiming failed'))).toHaveLength(1);
+      expect((await f.drain()).length).toBe(1);
+      await relay.stop();
+    } finally {
+      await viaProxy.end().catch(() => undefined);
+      await proxy.close();
+    }
+  });
 });
+
+/** A proxy that, while `down`, cuts every connection that sends anything. */
+class CuttableProxy extends LoopbackProxy {
+  down = false;
+
+  protected override fromClient(chunk: Buffer, pair: ProxiedPair): void {
+    if (this.down) {
+      pair.client.destroy();
+      pair.upstream.destroy();
+      return;
+    }
+    super.fromClient(chunk, pair);
+  }
+}
