@@ -14,6 +14,7 @@
  * - the fencing token strictly increases each time a key is acquired, takeovers included;
  * - a receipt's operations compare the owner token before acting (see {@link Receipt}).
  */
+import type { OutboxWriter } from './outbox/ports';
 import type { ClaimerUnavailableError, KeyConflictError } from './errors';
 
 /** A JSON value, as stored with a commit. */
@@ -101,6 +102,12 @@ export interface Receipt {
    * Undefined for claimers whose claim lives beside the effect (Redis, in-memory).
    */
   readonly transaction?: unknown;
+  /**
+   * Optional: stages outbox rows into {@link Receipt.transaction}, so they commit with the claim
+   * and the effect (the PostgreSQL claimer in transactional mode). The consumer and `runOnce`
+   * expose it as `ctx.outbox`. Undefined for claimers without a transaction.
+   */
+  readonly outbox?: OutboxWriter;
   /**
    * Optional: set when this receipt's transaction is shared with other receipts of the same
    * `claimMany` call (the PostgreSQL claimer's `transactionBatch: 'per-chunk'`): the shared

@@ -267,7 +267,7 @@ export class DeliveryPipeline<TBody, TTransaction> {
     const clock = this.options.clock;
     const timer = timeoutMs === undefined ? undefined : clock.setTimeout(() => run.abort(new TimeoutError(`handler passed handlerTimeoutMs (${timeoutMs} ms)`)), timeoutMs);
     const keepAlive = receipt ? this.keeper?.keep(receipt, run, this.options.ttls.claimOptions(run.delivery).leaseTtlMs) : undefined;
-    const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction);
+    const context = new LazyContext(run, run.fencingToken!, run.attempt!, run.delivery.metadata, receipt?.transaction as TTransaction, receipt?.outbox, message.key);
     let end: HandlerEnd;
     try {
       const handling = run.trace.wrapsSteps ? run.trace.step('handle', () => callHandle(this.hooks, message, context)) : callHandle(this.hooks, message, context);

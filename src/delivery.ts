@@ -1,6 +1,7 @@
 /**
  * What a broker adapter hands to the consumer pipeline, and what the handler sees.
  */
+import type { Outbox } from './outbox/staging-outbox';
 import type { Settler } from './settler';
 
 /** Broker facts about one delivery. Adapters fill what their broker knows. */
@@ -69,4 +70,12 @@ export interface HandlerContext<TTransaction = undefined> {
    * Undefined with other claimers, and on the `failOpen` path (no claim, no transaction).
    */
   readonly transaction: TTransaction;
+  /**
+   * Stages messages in the claim's transaction (transactional claimers): an `OutboxRelay`
+   * publishes them once the transaction committed, never if it rolled back. Each message's id is
+   * derived from the message key and its position among this run's staged messages, so a run
+   * that rolled back and runs again stages the same ids. With other claimers (and on the
+   * `failOpen` path) every call rejects with `OutboxNotAvailableError`.
+   */
+  readonly outbox: Outbox;
 }

@@ -23,6 +23,10 @@ export type TwophaseErrorCode =
   | 'IN_PROGRESS'
   | 'PREVIOUS_ATTEMPT_FAILED'
   | 'TRANSACTION_UNAVAILABLE'
+  | 'OUTBOX_NOT_AVAILABLE'
+  | 'OUTBOX_NO_TRANSACTION'
+  | 'INVALID_OUTBOX_MESSAGE'
+  | 'OUTBOX_ID_CONFLICT'
   // Adapters add codes of their own (BROKER_UNAVAILABLE, STALE_DELIVERY, …).
   | (string & {});
 
@@ -223,6 +227,48 @@ export class TransactionUnavailableError extends TwophaseError {
         (options?.cause instanceof Error ? ` (the handler threw: ${options.cause.message})` : ''),
       options,
     );
+  }
+}
+
+/**
+ * `ctx.outbox` was used where nothing can stage a message with the effect: the claimer is not
+ * transactional (the outbox rows must commit in the claim's transaction), or the run had no claim
+ * (`failOpen`). Fix: use `new PostgresClaimer({ pool }, { mode: 'transactional' })`, or stage
+ * into a transaction of your own with `stageOutbox(client, messages)` from `twophase/postgres`.
+ */
+export class OutboxNotAvailableError extends TwophaseError {
+  constructor(message: string) {
+    super('OUTBOX_NOT_AVAILABLE', message);
+  }
+}
+
+/**
+ * Staging found no open transaction: the client is in auto-commit (no `BEGIN`), or the
+ * transaction already ended (the handler's claim was settled, the caller committed or rolled
+ * back). A row staged there would be published without the effect it belongs to, so nothing was
+ * written. Fix: stage between `BEGIN` and `COMMIT`, before the handler returns.
+ */
+export class OutboxTransactionError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('OUTBOX_NO_TRANSACTION', message, options);
+  }
+}
+
+/** An outbox message is malformed (no destination, a header that is not a string, …). Nothing was staged. */
+export class InvalidOutboxMessageError extends TwophaseError {
+  constructor(message: string) {
+    super('INVALID_OUTBOX_MESSAGE', message);
+  }
+}
+
+/**
+ * A message was staged under an id the outbox already holds: the same `idScope` was used for two
+ * different units of work. Nothing of the call was staged (the statement failed, and with it the
+ * caller's transaction).
+ */
+export class OutboxIdConflictError extends TwophaseError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('OUTBOX_ID_CONFLICT', message, options);
   }
 }
 

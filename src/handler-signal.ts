@@ -1,4 +1,6 @@
 import type { DeliveryMetadata, HandlerContext } from './delivery';
+import type { OutboxWriter } from './outbox/ports';
+import { type Outbox, ScopedOutbox, UnavailableOutbox } from './outbox/staging-outbox';
 
 /**
  * A lazily created AbortSignal: most handlers never read their signal, so the AbortController
@@ -41,7 +43,11 @@ export class LazyContext<TTransaction = undefined> implements HandlerContext<TTr
     readonly attempt: number,
     readonly metadata: DeliveryMetadata,
     private readonly claimTransaction: TTransaction,
+    private readonly outboxWriter: OutboxWriter | undefined,
+    private readonly outboxScope: string,
   ) {}
+
+  private stagingOutbox: Outbox | undefined;
 
   /** True once the handler read `transaction` while there was none (a misconfiguration, see TransactionUnavailableError). */
   readAbsentTransaction = false;
@@ -53,5 +59,13 @@ export class LazyContext<TTransaction = undefined> implements HandlerContext<TTr
 
   get signal(): AbortSignal {
     return this.abort.signal;
+  }
+
+  /** Created on first read, like the signal: most handlers stage nothing. */
+  get outbox(): Outbox {
+    this.stagingOutbox ??= this.outboxWriter
+      ? new ScopedOutbox(this.outboxWriter, this.outboxScope)
+      : new UnavailableOutbox('the claimer has no transaction (only the PostgreSQL claimer in transactional mode has one), or the run has no claim (failOpen)');
+    return this.stagingOutbox;
   }
 }

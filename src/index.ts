@@ -43,3 +43,4 @@ export { runConsumers, EXIT_MARGIN_MS, type Runner, type RunnerHealth, type Runn
 export { runOnce, type RunOnceContext, type RunOnceResult } from './run-once';
 export { type RunOnceOptions, type FailurePolicy, RUN_ONCE_DEFAULTS } from './run-once-options';
 export { runOnceKey, RUN_ONCE_KEY_PREFIX, type RunOnceScope } from './run-once-key';
+export * from './outbox';

@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import type { AcquiredClaim, Claimer, JsonValue, Receipt } from './claimer';
 import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError, ResultTooLargeError } from './errors';
 import { LeaseKeeper } from './keep-alive';
+import { type Outbox, ScopedOutbox, UnavailableOutbox } from './outbox/staging-outbox';
 import { decodeResult, encodeResult } from './result-codec';
 import { assertStorable } from './storable-result';
 import { type BackoffPolicy, backoffDelay, retryWithin, sleep } from './retry';
@@ -34,6 +35,14 @@ export interface RunOnceContext<TTransaction = undefined> {
    * release it yourself. Undefined with other claimers.
    */
   readonly transaction: TTransaction;
+  /**
+   * Stages messages in the claim's transaction (the PostgreSQL claimer in transactional mode):
+   * published by an `OutboxRelay` once it committed. Ids are derived from `key` and each message's
+   * position, so a retry of the same key stages the same ids; return `outbox.stagedIds` in the
+   * result to hand them to a replaying caller. With other claimers every call rejects with
+   * `OutboxNotAvailableError`.
+   */
+  readonly outbox: Outbox;
 }
 
 /** How a call ended when it did not throw. */
@@ -169,6 +178,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
     fencingToken: receipt.fencingToken,
     signal: abort.signal,
     transaction: receipt.transaction as TTransaction,
+    outbox: receipt.outbox ? new ScopedOutbox(receipt.outbox, key) : new UnavailableOutbox('the claimer has no transaction (only the PostgreSQL claimer in transactional mode has one)'),
   };
   let result: T;
   try {

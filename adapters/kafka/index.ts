@@ -51,3 +51,4 @@ export type {
   TopicPartition,
   TopicPartitionOffset,
 } from './client';
+export { KafkaOutboxPublisher, type KafkaOutboxPublisherOptions } from './outbox-publisher';

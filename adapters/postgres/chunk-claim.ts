@@ -139,7 +139,7 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
       if (row.state === 'acquired') {
         const member = new ChunkMemberLease(chunk, claimer, c.tenant, c.digests, key);
         const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
-        entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, chunk) } };
+        entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, opts.schema, chunk) } };
         return;
       }
       // A row a standalone claimer of the same table holds: answer as it does.

@@ -22,8 +22,24 @@ export {
   type ResolvedPostgresClaimerOptions,
 } from './options';
 export { migrate, type MigrateOptions, type MigrateReport, type MigrationEntry } from './migrate';
-export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VERSION, REQUIRED_TENANT_VERSION } from './migrations';
+export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VERSION, REQUIRED_TENANT_VERSION, REQUIRED_OUTBOX_VERSION, OUTBOX_CHANNEL } from './migrations';
 export { DEFAULT_SCHEMA, type TenantsTable, parseTenantsTable } from './identifiers';
 export { SchemaMismatchError, TransactionAbortedError, TransactionMisuseError, toClaimerError } from './errors';
 export { keyDigests, type KeyDigests } from './key-digest';
 export { diagnoseKey, type DiagnoseOptions, type KeyDiagnosis, type PostgresQueryable, purgeExpired, type PurgeOptions, type PurgeReport } from './keys';
+export { stageOutbox, transactionOutbox, type SqlExecutor, type StageOutboxOptions } from './outbox-staging';
+export { PostgresOutboxStore, type PostgresOutboxStoreDependencies, type PostgresOutboxStoreOptions } from './outbox-store';
+export { PostgresOutboxNotifier, type PostgresOutboxNotifierDependencies, type PostgresOutboxNotifierOptions } from './outbox-notifier';
+export {
+  outboxStatus,
+  listOutbox,
+  showOutbox,
+  requeueOutbox,
+  purgeOutbox,
+  type OutboxSelection,
+  type ListOutboxOptions,
+  type OutboxListEntry,
+  type OutboxMessageDetails,
+  type DeadSelection,
+  type DeadOperationReport,
+} from './outbox-admin';

@@ -61,7 +61,7 @@ export async function migrate(db: Pool | ClientBase, options: MigrateOptions = {
     await client.query('BEGIN');
     began = true;
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [LOCK_NAMESPACE + schemaName]);
-    const context: MigrationContext = { schema, ...(options.tenants ? { tenants: await resolveTenants(client, options.tenants) } : {}) };
+    const context: MigrationContext = { schema, schemaName, ...(options.tenants ? { tenants: await resolveTenants(client, options.tenants) } : {}) };
     const table = `${schema}.twophase_migrations`;
     const exists = (await client.query<{ r: string | null }>('SELECT to_regclass($1) AS r', [`${schema}.twophase_migrations`])).rows[0]?.r;
     const alreadyApplied = exists ? (await client.query<{ version: number }>(`SELECT version FROM ${table} ORDER BY version`)).rows.map((r) => r.version) : [];

@@ -29,6 +29,7 @@ import {
   ClaimerUnavailableError,
   type ClaimResult,
   type JsonValue,
+  type OutboxWriter,
   KeyConflictError,
   type SharedTransaction,
 } from '../../src';
@@ -49,6 +50,7 @@ import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
 import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
+import { PostgresOutboxWriter } from './outbox-staging';
 
 /**
  * The receipt of a transactional claim: a {@link LeaseReceipt} that also carries the open
@@ -62,10 +64,20 @@ export class TransactionReceipt extends LeaseReceipt {
     private readonly tx: LeaseOperations & { readonly handle: PoolClient },
     doneTtlMs: number,
     maxResultBytes: number,
+    /** Quoted schema of the outbox table (the claimer's). */
+    private readonly outboxSchema: string,
     /** The chunk's transaction when this receipt shares it (`transactionBatch: 'per-chunk'`). */
     readonly sharedTransaction?: SharedTransaction,
   ) {
     super(lease, tx, doneTtlMs, maxResultBytes);
+  }
+
+  private writer: PostgresOutboxWriter | undefined;
+
+  /** Stages outbox rows in this claim's transaction (`ctx.outbox`). */
+  get outbox(): OutboxWriter {
+    this.writer ??= new PostgresOutboxWriter(this.tx.handle, this.outboxSchema, true, false);
+    return this.writer;
   }
 
   /** The transaction's client, for the handler's effect (`ctx.transaction`). */
@@ -223,7 +235,7 @@ export async function claimInTransaction(
       const fence = Number((replies[replies.length - 1]!.rows[0] as { fencing_token: string }).fencing_token);
       const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint, begun.attempts);
       const lease = { key, ownerToken: owner, fencingToken: fence };
-      return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+      return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
     }
     // Step 1 answered busy, done or conflict, and holds no lock: end the empty transaction.
     await runWithin(borrowed, what, 'ROLLBACK', undefined, opts.operationTimeoutMs);
@@ -293,7 +305,7 @@ async function claimTenantRow(
   const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint);
   if (row.state === 'acquired') {
     const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
-    return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes) };
+    return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
   }
   tx.finished = true;
   if (row.state === 'skipped') {

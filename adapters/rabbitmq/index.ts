@@ -62,3 +62,4 @@ export {
   ConsumerCancelledError,
 } from './errors';
 export { BrokerConnectionError, type ConnectFailureReason, type AmqpEndpoint, amqpEndpoint, connectFailureReason, isPermanentConnectFailure } from './connection-error';
+export { RabbitMqOutboxPublisher } from './outbox-publisher';

@@ -6,6 +6,7 @@
 import type { MigrationContext } from './context';
 import * as m0001 from './0001-platform-inbox';
 import * as m0002 from './0002-tenant-inbox';
+import * as m0003 from './0003-outbox';
 
 export type { MigrationContext } from './context';
 
@@ -23,7 +24,12 @@ export interface Migration {
 export const MIGRATIONS: readonly Migration[] = [
   { version: m0001.VERSION, name: m0001.NAME, needsTenants: false, sql: m0001.sql },
   { version: m0002.VERSION, name: m0002.NAME, needsTenants: true, sql: m0002.sql },
+  { version: m0003.VERSION, name: m0003.NAME, needsTenants: false, sql: m0003.sql },
 ];
+
+/** The outbox migration a relay or a stager of this version needs. */
+export const REQUIRED_OUTBOX_VERSION = m0003.VERSION;
+export { OUTBOX_CHANNEL } from './0003-outbox';
 
 /** The newest platform-inbox migration a claimer of this version needs. */
 export const REQUIRED_PLATFORM_VERSION = 1;

@@ -20,6 +20,7 @@ import java.util.Map;
  *   HeaderProbe publish URI QUEUE MESSAGE_ID   publish one message with every header type
  *   HeaderProbe peek URI QUEUE TIMEOUT_MS      print one message's headers, leave it queued
  *   HeaderProbe take URI QUEUE TIMEOUT_MS      print one message's headers and ack it
+ *   HeaderProbe message URI QUEUE TIMEOUT_MS   print one message's id, body (hex) and headers, and ack it
  * Headers are printed as one JSON object per line: name -> {"t": Java type, "v": value}, where
  * byte arrays and long strings are hex, tables and arrays nest.
  */
@@ -33,6 +34,7 @@ public final class HeaderProbe {
         case "publish" -> publish(channel, args[2], args[3]);
         case "peek" -> read(channel, args[2], Long.parseLong(args[3]), false);
         case "take" -> read(channel, args[2], Long.parseLong(args[3]), true);
+        case "message" -> readMessage(channel, args[2], Long.parseLong(args[3]));
         default -> throw new IllegalArgumentException("unknown mode " + args[0]);
       }
     }
@@ -94,6 +96,26 @@ public final class HeaderProbe {
       long tag = response.getEnvelope().getDeliveryTag();
       if (ack) channel.basicAck(tag, false);
       else channel.basicReject(tag, true);
+      return;
+    }
+    System.err.println("no message in " + queue + " within " + timeoutMs + " ms");
+    System.exit(3);
+  }
+
+  /** Takes one message and prints {"messageId": …, "bodyHex": …, "headers": {…}}. */
+  static void readMessage(Channel channel, String queue, long timeoutMs) throws Exception {
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    while (System.currentTimeMillis() < deadline) {
+      GetResponse response = channel.basicGet(queue, false);
+      if (response == null) {
+        Thread.sleep(50);
+        continue;
+      }
+      Map<String, Object> headers = response.getProps().getHeaders();
+      String id = response.getProps().getMessageId();
+      System.out.println("{\"messageId\":" + (id == null ? "null" : quote(id)) + ",\"bodyHex\":" + quote(hex(response.getBody()))
+          + ",\"headers\":" + fields(headers == null ? Map.of() : headers) + "}");
+      channel.basicAck(response.getEnvelope().getDeliveryTag(), false);
       return;
     }
     System.err.println("no message in " + queue + " within " + timeoutMs + " ms");

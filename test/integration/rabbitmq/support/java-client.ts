@@ -81,6 +81,11 @@ export class JavaProbe {
     return JSON.parse(await this.java(['take', url, queue, String(timeoutMs)])) as Record<string, JavaValue>;
   }
 
+  /** The next message in `queue` (acked): its message id, body bytes (hex) and headers. */
+  async message(url: string, queue: string, timeoutMs = 10_000): Promise<{ messageId: string | null; bodyHex: string; headers: Record<string, JavaValue> }> {
+    return JSON.parse(await this.java(['message', url, queue, String(timeoutMs)])) as { messageId: string | null; bodyHex: string; headers: Record<string, JavaValue> };
+  }
+
   private async java(args: string[]): Promise<string> {
     const { stdout } = await run('java', ['-cp', this.classPath, 'HeaderProbe', ...args], { timeout: 60_000 });
     return stdout.trim();
