@@ -106,7 +106,9 @@ export class WorkerPool {
   }
 
   send(worker: LiveWorker, message: ToWorker): void {
-    if (worker.child.connected) worker.child.send(message);
+    // A worker may die between the check and the write (an outbox relay SIGKILLs itself): the
+    // callback takes the EPIPE instead of an unhandled 'error' event.
+    if (worker.child.connected) worker.child.send(message, () => undefined);
   }
 
   /** Picks a live, ready worker by `pick` in [0, 1); busy ones first when `preferBusy`. */
