@@ -114,9 +114,9 @@ function outboxScenario(stack: StackName, messages: number, publishMs: number, d
 
 /** Messages and publishing time per stack and profile. */
 export function profile(name: ProfileName, stack: StackName): ScenarioProfile[] {
-  // CI: about 40 s of staging (every relay kill point fires about three times); long: 100,000
+  // CI: about 35 s of staging (every relay kill point fires about three times); long: 100,000
   // staged messages per stack.
-  if (stackSpec(stack).outbox) return name === 'ci' ? outboxScenario(stack, 2400, 40_000, 60_000) : outboxScenario(stack, 100_000, 600_000, 300_000);
+  if (stackSpec(stack).outbox) return name === 'ci' ? outboxScenario(stack, 2000, 35_000, 60_000) : outboxScenario(stack, 100_000, 600_000, 300_000);
   if (name === 'ci') {
     // About 50 s of publishing per stack and scenario.
     if (stack === 'memory') return scenarios(stack, 4000, 25_000, 60_000);

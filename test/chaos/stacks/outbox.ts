@@ -30,7 +30,7 @@ import type { ScenarioProfile } from '../profiles';
 import type { FromWorker, OutboxConsumerConfig, RelayWorkerConfig } from '../protocol';
 import { Rng } from '../rng';
 import { buildSchedule } from '../schedule';
-import { startClaimStore } from './claim-store';
+import { type ClaimStore, startClaimStore } from './claim-store';
 import { injectFault, WorkerPool } from './process-workers';
 import type { StackSpec } from './registry';
 import { closeConnectionsNamed } from './rabbitmq';
@@ -122,7 +122,9 @@ export async function runOutboxStack(spec: StackSpec, runId: string, seed: numbe
     const schedule = buildSchedule(rng.fork('faults'), { ratesPerMinute: s.faultsPerMinute, fromMs: 2000, untilMs: Math.max(3000, s.publishMs - 2000), durationMs: s.outageMs });
     const targets = {
       pool: relays,
-      store,
+      // A relay is in a transaction only for its short claim and DELETE statements: when none of
+      // its sessions is, pg_terminate ends one of its idle sessions (the LISTEN one, or a pooled one).
+      store: { ...store, terminateSession: (workerId: string) => terminateRelaySession(ledger, store, sessionPrefix, workerId) },
       ledger,
       runId,
       startedAt: t0,
@@ -214,6 +216,17 @@ export async function runOutboxStack(spec: StackSpec, runId: string, seed: numbe
     elapsedMs: Date.now() - startedAt,
     outbox: findings,
   };
+}
+
+async function terminateRelaySession(ledger: Pool, store: ClaimStore, sessionPrefix: string, workerId: string): Promise<{ ended: boolean; detail: string }> {
+  const inTransaction = await store.terminateSession!(workerId);
+  if (inTransaction.ended) return inTransaction;
+  const r = await ledger.query<{ pid: number; query: string; terminated: boolean }>(
+    `SELECT pid, query, pg_terminate_backend(pid) AS terminated FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1`,
+    [`${sessionPrefix}-${workerId}`],
+  );
+  const row = r.rows[0];
+  return row?.terminated ? { ended: true, detail: `backend ${row.pid} ended between transactions (last statement: ${row.query.slice(0, 40)})` } : inTransaction;
 }
 
 interface StageOne {
