@@ -20,6 +20,8 @@ import java.util.Map;
  *   HeaderProbe publish URI QUEUE MESSAGE_ID   publish one message with every header type
  *   HeaderProbe peek URI QUEUE TIMEOUT_MS      print one message's headers, leave it queued
  *   HeaderProbe take URI QUEUE TIMEOUT_MS      print one message's headers and ack it
+ *   HeaderProbe message URI QUEUE TIMEOUT_MS   print one message whole (properties, headers,
+ *                                              body as hex) and ack it
  * Headers are printed as one JSON object per line: name -> {"t": Java type, "v": value}, where
  * byte arrays and long strings are hex, tables and arrays nest.
  */
@@ -33,6 +35,7 @@ public final class HeaderProbe {
         case "publish" -> publish(channel, args[2], args[3]);
         case "peek" -> read(channel, args[2], Long.parseLong(args[3]), false);
         case "take" -> read(channel, args[2], Long.parseLong(args[3]), true);
+        case "message" -> readMessage(channel, args[2], Long.parseLong(args[3]));
         default -> throw new IllegalArgumentException("unknown mode " + args[0]);
       }
     }
@@ -94,6 +97,33 @@ public final class HeaderProbe {
       long tag = response.getEnvelope().getDeliveryTag();
       if (ack) channel.basicAck(tag, false);
       else channel.basicReject(tag, true);
+      return;
+    }
+    System.err.println("no message in " + queue + " within " + timeoutMs + " ms");
+    System.exit(3);
+  }
+
+  /** One message as a JSON object: its properties, headers (described) and body bytes (hex); acked. */
+  static void readMessage(Channel channel, String queue, long timeoutMs) throws Exception {
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    while (System.currentTimeMillis() < deadline) {
+      GetResponse response = channel.basicGet(queue, false);
+      if (response == null) {
+        Thread.sleep(50);
+        continue;
+      }
+      AMQP.BasicProperties p = response.getProps();
+      Map<String, Object> headers = p.getHeaders();
+      StringBuilder out = new StringBuilder("{");
+      out.append("\"messageId\":").append(p.getMessageId() == null ? "null" : quote(p.getMessageId()));
+      out.append(",\"contentType\":").append(p.getContentType() == null ? "null" : quote(p.getContentType()));
+      out.append(",\"type\":").append(p.getType() == null ? "null" : quote(p.getType()));
+      out.append(",\"correlationId\":").append(p.getCorrelationId() == null ? "null" : quote(p.getCorrelationId()));
+      out.append(",\"deliveryMode\":").append(p.getDeliveryMode() == null ? "null" : String.valueOf(p.getDeliveryMode()));
+      out.append(",\"headers\":").append(fields(headers == null ? Map.of() : headers));
+      out.append(",\"body\":").append(quote(hex(response.getBody())));
+      System.out.println(out.append('}'));
+      channel.basicAck(response.getEnvelope().getDeliveryTag(), false);
       return;
     }
     System.err.println("no message in " + queue + " within " + timeoutMs + " ms");

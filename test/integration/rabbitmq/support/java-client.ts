@@ -20,6 +20,18 @@ export interface JavaValue {
   readonly v?: string | JavaValue[] | Record<string, JavaValue>;
 }
 
+/** A whole message as the Java client reads it (`HeaderProbe message`). */
+export interface JavaMessage {
+  readonly messageId: string | null;
+  readonly contentType: string | null;
+  readonly type: string | null;
+  readonly correlationId: string | null;
+  readonly deliveryMode: number | null;
+  readonly headers: Record<string, JavaValue>;
+  /** The body bytes, hex. */
+  readonly body: string;
+}
+
 /** Why the Java client cannot be used here, or undefined when java, javac and mvn are all present. */
 export function javaToolsMissing(): string | undefined {
   const missing = [
@@ -79,6 +91,11 @@ export class JavaProbe {
   /** The headers of the next message in `queue`, which is acked. */
   async take(url: string, queue: string, timeoutMs = 10_000): Promise<Record<string, JavaValue>> {
     return JSON.parse(await this.java(['take', url, queue, String(timeoutMs)])) as Record<string, JavaValue>;
+  }
+
+  /** The next message in `queue` as the Java client reads it (acked). */
+  async message(url: string, queue: string, timeoutMs = 10_000): Promise<JavaMessage> {
+    return JSON.parse(await this.java(['message', url, queue, String(timeoutMs)])) as JavaMessage;
   }
 
   private async java(args: string[]): Promise<string> {
