@@ -1,10 +1,11 @@
 /**
  * The `twophase` command line, built with commander: `twophase dlq replay`, `twophase postgres migrate`,
- * `twophase keys diagnose|purge`.
+ * `twophase keys diagnose|purge`, `twophase outbox relay|status|list|show|requeue|purge`.
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
 import { addKeysCommands } from './keys-commands';
+import { addOutboxCommands } from './outbox-commands';
 import { MissingPeerError } from './peer';
 import { addPostgresCommands } from './postgres-migrate';
 import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './replay';
@@ -113,6 +114,7 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
   };
   addPostgresCommands(program, io, env, setExit);
   addKeysCommands(program, io, env, setExit);
+  addOutboxCommands(program, io, env, setExit, context.signal);
   try {
     await program.parseAsync([...args], { from: 'user' });
   } catch (error) {

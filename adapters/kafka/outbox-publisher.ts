@@ -3,8 +3,13 @@
  * through kafkajs's idempotent producer (`idempotent: true`, `maxInFlightRequests: 1`, as KIP-98
  * requires of an idempotent producer), the outbox id in the `idempotency-key` header, the record
  * key, partition, headers and value as staged.
+ *
+ * The idempotent producer has one request in flight per broker, so publishes made in the same
+ * event-loop turn (the relay publishes up to `keyConcurrency` keys at once) are coalesced into one
+ * `sendBatch` request; each publish resolves or fails with that request. Per-key order is
+ * unaffected: the relay never has two publishes of one key in flight.
  */
-import type { Kafka, Producer } from 'kafkajs';
+import type { Kafka, Message, Producer } from 'kafkajs';
 import {
   ConfigurationError,
   IDEMPOTENCY_KEY_HEADER,
@@ -40,6 +45,8 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
   private readonly owned: boolean;
   private readonly publishTimeoutMs: number;
   private readonly injectContext: KafkaOutboxPublisherOptions['injectContext'];
+  /** Publishes gathered in the current turn, sent together when it ends. */
+  private batch: { topic: string; message: Message; resolve: () => void; reject: (error: unknown) => void }[] | undefined;
 
   /**
    * @param dependencies `{ kafka }` (an idempotent producer is created, connected by `start()`,
@@ -77,18 +84,42 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
    * Produces `record` and resolves once the broker acknowledged it (`acks: -1`).
    * @throws TimeoutError past `publishTimeoutMs`; the kafkajs error when the broker refused it
    */
-  async publish(record: OutboxRecord): Promise<void> {
+  publish(record: OutboxRecord): Promise<void> {
     const destination = record.destination as KafkaOutboxDestination;
     let headers: Record<string, unknown> = { ...record.headers };
     if (this.injectContext) headers = this.injectContext(headers);
     headers[IDEMPOTENCY_KEY_HEADER] = record.id;
-    const message = {
+    const message: Message = {
       key: destination.key ?? null,
       value: record.body,
       headers: headers as Record<string, string>,
       ...(destination.partition === undefined ? {} : { partition: destination.partition }),
     };
-    await withDeadline(this.producer.send({ topic: destination.topic, messages: [message], acks: -1, timeout: this.publishTimeoutMs }), this.publishTimeoutMs, `produce of outbox message ${record.id} to ${destination.topic}`);
+    const sent = new Promise<void>((resolve, reject) => {
+      if (!this.batch) {
+        this.batch = [];
+        setImmediate(() => this.flush());
+      }
+      this.batch.push({ topic: destination.topic, message, resolve, reject });
+    });
+    return withDeadline(sent, this.publishTimeoutMs, `produce of outbox message ${record.id} to ${destination.topic}`);
+  }
+
+  /** Sends the turn's publishes as one request (messages grouped by topic, in call order). */
+  private flush(): void {
+    const batch = this.batch ?? [];
+    this.batch = undefined;
+    const byTopic = new Map<string, Message[]>();
+    for (const entry of batch) {
+      const list = byTopic.get(entry.topic);
+      if (list) list.push(entry.message);
+      else byTopic.set(entry.topic, [entry.message]);
+    }
+    const topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+    this.producer.sendBatch({ topicMessages, acks: -1, timeout: this.publishTimeoutMs }).then(
+      () => batch.forEach((e) => e.resolve()),
+      (error: unknown) => batch.forEach((e) => e.reject(error)),
+    );
   }
 
   /** kafkajs marks errors `retriable`; a non-retriable one (a record too large, an invalid topic) is dead at once. */

@@ -30,3 +30,16 @@ export { diagnoseKey, type DiagnoseOptions, type KeyDiagnosis, type PostgresQuer
 export { stageOutbox, transactionOutbox, type SqlExecutor, type StageOutboxOptions } from './outbox-staging';
 export { PostgresOutboxStore, type PostgresOutboxStoreDependencies, type PostgresOutboxStoreOptions } from './outbox-store';
 export { PostgresOutboxNotifier, type PostgresOutboxNotifierDependencies, type PostgresOutboxNotifierOptions } from './outbox-notifier';
+export {
+  outboxStatus,
+  listOutbox,
+  showOutbox,
+  requeueOutbox,
+  purgeOutbox,
+  type OutboxSelection,
+  type ListOutboxOptions,
+  type OutboxListEntry,
+  type OutboxMessageDetails,
+  type DeadSelection,
+  type DeadOperationReport,
+} from './outbox-admin';

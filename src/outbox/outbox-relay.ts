@@ -386,7 +386,11 @@ export class OutboxRelay implements RunnableConsumer {
     if (!this.notifier) return;
     try {
       this.subscription = await this.notifier.listen(
-        () => this.wakeUp(),
+        () => {
+          // A notification (or the notifier's wake-up after it listens again) proves the subscription live.
+          this.listening = true;
+          this.wakeUp();
+        },
         (error) => {
           this.listening = false;
           this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: notifications lost; polling every ${this.options.pollIntervalMs} ms until they are back`);

@@ -19,7 +19,8 @@ import { describeWithServices } from '../../support/services';
 import { waitFor } from '../../support/wait';
 import { Harness } from '../rabbitmq/support/harness';
 import { OutboxFixture } from './support/outbox-fixture';
-import { freshSchema } from './support/pg-helpers';
+import { Pool } from 'pg';
+import { freshSchema, pgConfig } from './support/pg-helpers';
 
 describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL + RabbitMQ', () => {
   let f: OutboxFixture;
@@ -213,6 +214,29 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
       return m.length > 0 ? m : undefined;
     }, { what: 'the message published after the notification', timeoutMs: 15_000 });
     expect(JSON.parse(got[0]!.content.toString())).toEqual({ orderId: 'o-notified' });
+  });
+
+  test('a lost LISTEN session: the relay polls meanwhile, the notifier listens again and notifications wake the relay', async () => {
+    const appName = `tp-outbox-listen-${process.pid}-${Date.now()}`;
+    const listenPool = new Pool(pgConfig({ application_name: appName, max: 2 }));
+    listenPool.on('error', () => undefined);
+    try {
+      const relay = f.relay({ notifier: new PostgresOutboxNotifier({ pool: listenPool, logger: f.logger }, { schema: f.schema, reconnectDelayMs: 50 }) }, { pollIntervalMs: 600_000 });
+      await relay.start();
+      expect(relay.health().listening).toBe(true);
+      await f.pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [appName]);
+      await waitFor(() => f.logger.has('notifications lost'), { what: 'the lost session reported' });
+      await waitFor(() => relay.health().listening, { what: 'listening again' });
+      await f.inTransaction((c) => stageOutbox(c, placed('o-after-reconnect'), { schema: f.schema }));
+      const got = await waitFor(async () => {
+        const m = await f.drain();
+        return m.length > 0 ? m : undefined;
+      }, { what: 'the message published after the notification', timeoutMs: 15_000 });
+      expect(JSON.parse(got[0]!.content.toString())).toEqual({ orderId: 'o-after-reconnect' });
+      await relay.stop();
+    } finally {
+      await listenPool.end();
+    }
   });
 
   test('polling alone (no notifier, as behind a transaction-pooling proxy) publishes too', async () => {

@@ -20,18 +20,6 @@ export interface JavaValue {
   readonly v?: string | JavaValue[] | Record<string, JavaValue>;
 }
 
-/** A whole message as the Java client reads it (`HeaderProbe message`). */
-export interface JavaMessage {
-  readonly messageId: string | null;
-  readonly contentType: string | null;
-  readonly type: string | null;
-  readonly correlationId: string | null;
-  readonly deliveryMode: number | null;
-  readonly headers: Record<string, JavaValue>;
-  /** The body bytes, hex. */
-  readonly body: string;
-}
-
 /** Why the Java client cannot be used here, or undefined when java, javac and mvn are all present. */
 export function javaToolsMissing(): string | undefined {
   const missing = [
@@ -93,9 +81,9 @@ export class JavaProbe {
     return JSON.parse(await this.java(['take', url, queue, String(timeoutMs)])) as Record<string, JavaValue>;
   }
 
-  /** The next message in `queue` as the Java client reads it (acked). */
-  async message(url: string, queue: string, timeoutMs = 10_000): Promise<JavaMessage> {
-    return JSON.parse(await this.java(['message', url, queue, String(timeoutMs)])) as JavaMessage;
+  /** The next message in `queue` (acked): its message id, body bytes (hex) and headers. */
+  async message(url: string, queue: string, timeoutMs = 10_000): Promise<{ messageId: string | null; bodyHex: string; headers: Record<string, JavaValue> }> {
+    return JSON.parse(await this.java(['message', url, queue, String(timeoutMs)])) as { messageId: string | null; bodyHex: string; headers: Record<string, JavaValue> };
   }
 
   private async java(args: string[]): Promise<string> {

@@ -1,0 +1,78 @@
+/**
+ * The outbox core without a store: the id scheme (a known vector, recomputed here from its
+ * definition), message validation, and the relay's option checks.
+ */
+import { createHash } from 'node:crypto';
+import { ConfigurationError, InvalidOutboxMessageError, OutboxRelay, outboxMessageId, toOutboxEnvelope, type OutboxPublisher, type OutboxStore } from '../../src';
+
+describe('outboxMessageId', () => {
+  test('is the first 16 bytes of SHA-256("twophase-outbox-v1\\n" + scope + "\\n" + position) as a UUIDv8', () => {
+    const id = outboxMessageId('orders:order-1', 0);
+    const digest = createHash('sha256').update('twophase-outbox-v1\norders:order-1\n0').digest();
+    const hex = digest.subarray(0, 16).toString('hex');
+    expect(id.replace(/-/g, '').slice(0, 12)).toBe(hex.slice(0, 12));
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(id.replace(/-/g, '').slice(13, 16)).toBe(hex.slice(13, 16));
+    expect(id.replace(/-/g, '').slice(17)).toBe(hex.slice(17));
+  });
+
+  test('the same scope and position give the same id; another scope or position another id', () => {
+    expect(outboxMessageId('s', 1)).toBe(outboxMessageId('s', 1));
+    expect(new Set([outboxMessageId('s', 0), outboxMessageId('s', 1), outboxMessageId('t', 0), outboxMessageId('s\n0', 0)]).size).toBe(4);
+  });
+
+  test('refuses an empty scope or a negative position', () => {
+    expect(() => outboxMessageId('', 0)).toThrow(InvalidOutboxMessageError);
+    expect(() => outboxMessageId('s', -1)).toThrow(InvalidOutboxMessageError);
+  });
+});
+
+describe('toOutboxEnvelope', () => {
+  const id = outboxMessageId('s', 0);
+
+  test('RabbitMQ: bytes kept, JSON bodies get application/json, no ordering key by default', () => {
+    const bytes = toOutboxEnvelope(id, { to: { exchange: 'x', routingKey: 'r' }, body: Buffer.from([1, 2]) });
+    expect(bytes).toMatchObject({ system: 'rabbitmq', orderingKey: null, properties: {} });
+    expect(bytes.body).toEqual(Buffer.from([1, 2]));
+    const json = toOutboxEnvelope(id, { to: { exchange: 'x', routingKey: 'r' }, body: { a: 1 } });
+    expect(json.body.toString()).toBe('{"a":1}');
+    expect(json.properties).toEqual({ contentType: 'application/json' });
+  });
+
+  test('Kafka: the record key is the default ordering key; properties are refused', () => {
+    expect(toOutboxEnvelope(id, { to: { topic: 't', key: 'k' }, body: 'v' })).toMatchObject({ system: 'kafka', orderingKey: 'k', destination: { topic: 't', key: 'k' } });
+    expect(toOutboxEnvelope(id, { to: { topic: 't', key: 'k' }, body: 'v', orderingKey: null }).orderingKey).toBeNull();
+    expect(() => toOutboxEnvelope(id, { to: { topic: 't' }, body: 'v', properties: { type: 'x' } })).toThrow(/Kafka message carries headers only/);
+  });
+
+  test.each([
+    ['an unknown field', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', header: {} }, /unknown field "header"/],
+    ['no destination', { body: 'b' }, /"to" must be/],
+    ['a destination of neither broker', { to: { queue: 'q' }, body: 'b' }, /"exchange" and "routingKey".*"topic"/],
+    ['a header that is not a string', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', headers: { n: 1 } }, /header "n" must be a string/],
+    ['the reserved idempotency-key header', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', headers: { 'Idempotency-Key': 'k' } }, /reserved/],
+    ['an undefined body', { to: { exchange: 'x', routingKey: 'r' }, body: undefined }, /body must be/],
+    ['a priority out of range', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', properties: { priority: 300 } }, /priority/],
+  ])('refuses %s (InvalidOutboxMessageError naming the field)', (_name, message, pattern) => {
+    expect(() => toOutboxEnvelope(id, message as never)).toThrow(InvalidOutboxMessageError);
+    expect(() => toOutboxEnvelope(id, message as never)).toThrow(pattern);
+  });
+});
+
+describe('OutboxRelay construction', () => {
+  const store = { claim: async () => ({ lease: { owner: '', fencingToken: 0 }, records: [] }) } as unknown as OutboxStore;
+  const publisher: OutboxPublisher = { system: 'rabbitmq', publish: async () => undefined };
+
+  test('a misspelled option, an out-of-range value or extendIntervalMs ≥ leaseMs is a ConfigurationError naming it', () => {
+    expect(() => new OutboxRelay({ store, publisher }, { batchsize: 10 } as never)).toThrow(/batchsize/);
+    expect(() => new OutboxRelay({ store, publisher }, { leaseMs: 10 })).toThrow(/leaseMs/);
+    expect(() => new OutboxRelay({ store, publisher }, { leaseMs: 1000, extendIntervalMs: 1000 })).toThrow(/extendIntervalMs/);
+    expect(() => new OutboxRelay({ store, publisher }, { deadKeyPolicy: 'skip' as never })).toThrow(/deadKeyPolicy/);
+    expect(() => new OutboxRelay({ store, publisher: [publisher, publisher] })).toThrow(ConfigurationError);
+    expect(() => new OutboxRelay({ store, publisher, notifer: {} } as never)).toThrow(/notifer/);
+  });
+
+  test('defaults: extendIntervalMs is a third of leaseMs', () => {
+    expect(new OutboxRelay({ store, publisher }, { leaseMs: 9000 }).options.extendIntervalMs).toBe(3000);
+  });
+});
