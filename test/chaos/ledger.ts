@@ -8,6 +8,10 @@
  * - `chaos_outcomes`: every `lease_lost` and `commit_failed` outcome.
  * - `chaos_faults`: every fault the harness injected, with its time and target.
  * - `chaos_runs`: one row per stack run, with its verdict.
+ * - `chaos_outbox_orders`: the outbox stacks' producer effect, committed in the staging
+ *   transaction (a row here = the staged message committed).
+ * - `chaos_outbox_applied`: the outbox stacks' downstream effect, in the consumer's inbox
+ *   transaction, numbered in commit-free insertion order (`seq`) for the per-key order check.
  */
 import { Pool, type PoolConfig } from 'pg';
 import type { EffectRow, MarkerRow, OutcomeRow } from './verdict';
@@ -32,6 +36,10 @@ CREATE TABLE IF NOT EXISTS chaos_outcomes (run_id text NOT NULL, key text NOT NU
 CREATE INDEX IF NOT EXISTS chaos_outcomes_run ON chaos_outcomes (run_id);
 CREATE TABLE IF NOT EXISTS chaos_faults (run_id text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp(), elapsed_ms int NOT NULL, kind text NOT NULL, target text NOT NULL, detail text);
 CREATE INDEX IF NOT EXISTS chaos_faults_run ON chaos_faults (run_id);
+CREATE TABLE IF NOT EXISTS chaos_outbox_orders (run_id text NOT NULL, id text NOT NULL, grp text NOT NULL, n int NOT NULL);
+CREATE INDEX IF NOT EXISTS chaos_outbox_orders_run ON chaos_outbox_orders (run_id);
+CREATE TABLE IF NOT EXISTS chaos_outbox_applied (seq bigserial, run_id text NOT NULL, id text NOT NULL, grp text NOT NULL, n int NOT NULL);
+CREATE INDEX IF NOT EXISTS chaos_outbox_applied_run ON chaos_outbox_applied (run_id);
 CREATE TABLE IF NOT EXISTS chaos_runs (run_id text PRIMARY KEY, stack text NOT NULL, scenario text NOT NULL, profile text NOT NULL, seed bigint NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp(), verdict jsonb);
 `;
 
@@ -39,7 +47,7 @@ CREATE TABLE IF NOT EXISTS chaos_runs (run_id text PRIMARY KEY, stack text NOT N
 export async function prepareLedger(pool: Pool): Promise<void> {
   await pool.query(SCHEMA);
   const old = `SELECT run_id FROM chaos_runs WHERE started_at < now() - interval '7 days'`;
-  for (const table of ['chaos_effects', 'chaos_markers', 'chaos_outcomes', 'chaos_faults']) {
+  for (const table of ['chaos_effects', 'chaos_markers', 'chaos_outcomes', 'chaos_faults', 'chaos_outbox_orders', 'chaos_outbox_applied']) {
     await pool.query(`DELETE FROM ${table} WHERE run_id IN (${old})`);
   }
   await pool.query(`DELETE FROM chaos_runs WHERE started_at < now() - interval '7 days'`);

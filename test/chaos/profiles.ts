@@ -84,8 +84,39 @@ function scenarios(stack: StackName, messages: number, publishMs: number, drainT
   ];
 }
 
+/**
+ * The outbox stacks run one scenario: three relay processes killed at each step of a claim
+ * (after the claim, between the publish and its confirm, between the confirm and the DELETE) and
+ * at random, their PostgreSQL sessions ended mid-transaction, their RabbitMQ connections closed.
+ * `workers` counts relays; the downstream consumer is one process of its own.
+ */
+function outboxScenario(stack: StackName, messages: number, publishMs: number, drainTimeoutMs: number): ScenarioProfile[] {
+  const faults: Partial<Record<FaultKind, number>> = { kill_after_claim: 5, kill_before_confirm: 5, kill_after_confirm: 5, kill: 2, pg_terminate: 5 };
+  if (stackSpec(stack).broker === 'rabbitmq') faults.close_connections = 3;
+  return [
+    {
+      name: 'full',
+      messages,
+      duplicateShare: 0,
+      poisonShare: 0,
+      publishMs,
+      workers: 3,
+      concurrency: 1,
+      leaseTtlMs: 2000,
+      handler: HANDLER,
+      faultsPerMinute: faults,
+      outageMs: [1500, 4500],
+      restartDelayMs: 1000,
+      drainTimeoutMs,
+    },
+  ];
+}
+
 /** Messages and publishing time per stack and profile. */
 export function profile(name: ProfileName, stack: StackName): ScenarioProfile[] {
+  // CI: about 35 s of staging (every relay kill point fires about three times); long: 100,000
+  // staged messages per stack.
+  if (stackSpec(stack).outbox) return name === 'ci' ? outboxScenario(stack, 2000, 35_000, 60_000) : outboxScenario(stack, 100_000, 600_000, 300_000);
   if (name === 'ci') {
     // About 50 s of publishing per stack and scenario.
     if (stack === 'memory') return scenarios(stack, 4000, 25_000, 60_000);

@@ -43,7 +43,40 @@ export interface WorkerConfig {
   readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string; readonly sessionTimeoutMs: number };
 }
 
-export type ToWorker = { readonly t: 'arm'; readonly fault: ArmedFault } | { readonly t: 'stop' };
+/**
+ * An outbox relay process (relay-worker.ts): an OutboxRelay on the run's outbox schema, its
+ * PostgreSQL sessions named `<sessionPrefix>-<workerId>` (pg_terminate finds them by it), its
+ * RabbitMQ connection named `chaos-<runId>-<workerId>` (close_connections finds it by it).
+ */
+export interface RelayWorkerConfig {
+  readonly broker: 'rabbitmq' | 'kafka';
+  readonly schema: string;
+  readonly sessionPrefix: string;
+  readonly runId: string;
+  readonly workerId: string;
+  readonly leaseMs: number;
+  readonly batchSize: number;
+  /** Where a relay writes the faults it fires, one JSON line each, before it SIGKILLs itself. */
+  readonly faultFile: string;
+  readonly runStartedAt: number;
+  readonly amqpUrl?: string;
+  readonly kafkaBrokers?: readonly string[];
+}
+
+/** Kills armed in an outbox relay, fired at a step of its next claim. */
+export type RelayFault = 'kill_after_claim' | 'kill_before_confirm' | 'kill_after_confirm';
+
+/** The outbox stacks' downstream consumer (outbox-consumer.ts): the inbox on the run's schema. */
+export interface OutboxConsumerConfig {
+  readonly broker: 'rabbitmq' | 'kafka';
+  readonly schema: string;
+  readonly runId: string;
+  readonly workerId: string;
+  readonly amqp?: { readonly url: string; readonly queue: string };
+  readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string };
+}
+
+export type ToWorker = { readonly t: 'arm'; readonly fault: ArmedFault | RelayFault } | { readonly t: 'stop' };
 
 export type FromWorker =
   | { readonly t: 'ready'; readonly workerId: string }
@@ -55,5 +88,7 @@ export type FromWorker =
       readonly consuming: boolean;
       /** The GatedClaimer's counters since the worker started (gated stores only). */
       readonly gate?: GatedClaimerStats;
+      /** Deliveries found already done (`done_duplicate`): the outbox consumer's deduplicated republishes. */
+      readonly duplicates?: number;
     }
   | { readonly t: 'start_failed'; readonly workerId: string; readonly error: string };

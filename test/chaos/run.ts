@@ -50,6 +50,23 @@ function gateProblem(stack: StackName, result: StackResult): string | undefined 
   return result.gate.gateAnswers > 0 ? undefined : 'the gate answered no claim';
 }
 
+/** What fails an outbox run beyond the ledger's verdict: phantoms, order broken, rows left. */
+function outboxProblem(result: StackResult): string | undefined {
+  const o = result.outbox;
+  if (!o) return undefined;
+  const problems: string[] = [];
+  if (o.phantoms.length > 0) problems.push(`${o.phantoms.length} PHANTOM(S) (rolled-back messages applied): ${o.phantoms.slice(0, 5).join(', ')}`);
+  if (o.orderViolations.length > 0) problems.push(`${o.orderViolations.length} ORDER VIOLATION(S): ${o.orderViolations.slice(0, 5).join('; ')}`);
+  if (o.rowsLeft > 0) problems.push(`${o.rowsLeft} row(s) left in the outbox (${o.deadRows} dead)`);
+  return problems.length > 0 ? problems.join('; ') : undefined;
+}
+
+function outboxText(result: StackResult): string {
+  const o = result.outbox;
+  if (!o) return '';
+  return `; outbox: ${o.committed} committed, ${o.rolledBack} rolled back, ${o.phantoms.length} phantoms, ${o.orderViolations.length} order violations, ${o.republishesDeduplicated} republishes deduplicated downstream, ${o.rowsLeft} rows left`;
+}
+
 function gateText(result: StackResult): string {
   const g = result.gate;
   if (!g) return '';
@@ -58,6 +75,7 @@ function gateText(result: StackResult): string {
 
 async function runStack(stack: StackName, scenario: ScenarioProfile, runId: string, seed: number): Promise<StackResult> {
   const spec = stackSpec(stack);
+  if (spec.outbox) return (await import('./stacks/outbox')).runOutboxStack(spec, runId, seed, scenario);
   switch (spec.broker) {
     case 'memory':
       return (await import('./stacks/memory')).runMemoryStack(runId, seed, scenario);
@@ -95,8 +113,9 @@ function printTable(stack: StackName, rows: readonly Row[]): void {
     const reasons: Record<string, number> = {};
     for (const d of r.result.deadLetters) reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
     const gate = gateProblem(r.stack, r.result);
+    const outbox = outboxProblem(r.result);
     process.stdout.write(
-      `  ${r.scenario} faults: ${faultText(r.fired)}; dead letters: ${faultText(reasons)}${gateText(r.result)}; run ${r.runId}${r.result.drained ? '' : '; DID NOT DRAIN'}${gate ? `; GATE UNUSED: ${gate}` : ''}\n`,
+      `  ${r.scenario} faults: ${faultText(r.fired)}; dead letters: ${faultText(reasons)}${gateText(r.result)}${outboxText(r.result)}; run ${r.runId}${r.result.drained ? '' : '; DID NOT DRAIN'}${gate ? `; GATE UNUSED: ${gate}` : ''}${outbox ? `; ${outbox}` : ''}\n`,
     );
     for (const u of r.verdict.unexplained.slice(0, 10)) process.stdout.write(`  UNEXPLAINED duplicate ${u.key} (fence ${u.fence}, worker ${u.worker}): ${u.cause}\n`);
     if (r.verdict.lost.length > 0) process.stdout.write(`  LOST ${r.verdict.lost.length}: ${r.verdict.lost.slice(0, 10).join(', ')}${r.verdict.lost.length > 10 ? ', …' : ''}\n`);
@@ -163,12 +182,13 @@ async function main(): Promise<number> {
         strict: judgedStrictly(stack, scenario.name, injected),
       });
       const gate = gateProblem(stack, result);
-      const ok = verdict.ok && result.drained && gate === undefined;
+      const outbox = outboxProblem(result);
+      const ok = verdict.ok && result.drained && gate === undefined && outbox === undefined;
       await pool.query('UPDATE chaos_runs SET verdict = $2 WHERE run_id = $1', [
         runId,
-        JSON.stringify({ ok, drained: result.drained, lost: verdict.lost.length, duplicates: verdict.duplicates.length, explained: verdict.explained, unexplained: verdict.unexplained.slice(0, 100), faults: fired, elapsedMs: result.elapsedMs, ...(result.gate ? { gate: result.gate, gateProblem: gate ?? null } : {}) }),
+        JSON.stringify({ ok, drained: result.drained, lost: verdict.lost.length, duplicates: verdict.duplicates.length, explained: verdict.explained, unexplained: verdict.unexplained.slice(0, 100), faults: fired, elapsedMs: result.elapsedMs, ...(result.gate ? { gate: result.gate, gateProblem: gate ?? null } : {}), ...(result.outbox ? { outbox: { ...result.outbox, phantoms: result.outbox.phantoms.slice(0, 100), orderViolations: result.outbox.orderViolations.slice(0, 100) } } : {}) }),
       ]);
-      process.stdout.write(`   ${ok ? 'OK' : 'FAILED'}: ${verdict.effects} effects for ${verdict.published} keys, ${verdict.duplicates.length} duplicated (${verdict.unexplained.length} unexplained), ${verdict.lost.length} lost, ${verdict.deadLettered} dead-lettered, ${(result.elapsedMs / 1000).toFixed(0)} s${gateText(result)}\n`);
+      process.stdout.write(`   ${ok ? 'OK' : 'FAILED'}: ${verdict.effects} effects for ${verdict.published} keys, ${verdict.duplicates.length} duplicated (${verdict.unexplained.length} unexplained), ${verdict.lost.length} lost, ${verdict.deadLettered} dead-lettered, ${(result.elapsedMs / 1000).toFixed(0)} s${gateText(result)}${outboxText(result)}${outbox ? `; ${outbox}` : ''}\n`);
       stackRows.push({ stack, scenario: scenario.name, runId, result, verdict, fired, ok });
     }
     printTable(stack, stackRows);

@@ -20,6 +20,9 @@ export const FAULT_KINDS = [
   'pg_terminate', // pg_terminate_backend of a worker's session that is inside a transaction (PostgreSQL inbox)
   'group_leave', // a worker leaves the consumer group (graceful stop), a new one joins later
   'group_join', // an extra worker joins the group
+  'kill_after_claim', // an outbox relay dies right after its claim committed, before publishing
+  'kill_before_confirm', // ... after a publish was sent, before the relay saw the broker's confirm
+  'kill_after_confirm', // ... after the broker confirmed a publish, before the relay deleted the row
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 

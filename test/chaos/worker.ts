@@ -10,7 +10,7 @@
  */
 import type { GatedClaimerStats } from '../../adapters/gated';
 import { type Claimer, type Logger, type MessageSource, silentLogger } from '../../src';
-import { ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
+import { type ArmedFault, ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
 import { LedgerWriter, pgConfig } from './ledger';
 import type { FromWorker, ToWorker, WorkerConfig } from './protocol';
 import { Rng } from './rng';
@@ -156,7 +156,7 @@ async function main(): Promise<void> {
   });
 
   process.on('message', (message: ToWorker) => {
-    if (message.t === 'arm') consumer.arm(message.fault);
+    if (message.t === 'arm') consumer.arm(message.fault as ArmedFault);
     else if (message.t === 'stop') void stop();
   });
   let stopping = false;

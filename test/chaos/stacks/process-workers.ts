@@ -10,7 +10,7 @@ import type { GatedClaimerStats } from '../../../adapters/gated';
 import { redisCli } from '../../integration/redis/support/redis-process';
 import type { ArmedFault } from '../chaos-consumer';
 import { logFault } from '../ledger';
-import type { FromWorker, ToWorker, WorkerConfig } from '../protocol';
+import type { FromWorker, RelayFault, RelayWorkerConfig, ToWorker, WorkerConfig } from '../protocol';
 import type { ScheduledFault } from '../schedule';
 import type { ClaimStore } from './claim-store';
 import { forkTs, logFaultLine } from './stack';
@@ -24,7 +24,7 @@ interface LiveWorker {
   stopping: boolean;
 }
 
-const ARMED: ReadonlySet<string> = new Set(['kill_before_effect', 'kill_after_effect', 'kill_after_commit', 'overrun']);
+const ARMED: ReadonlySet<string> = new Set(['kill_before_effect', 'kill_after_effect', 'kill_after_commit', 'overrun', 'kill_after_claim', 'kill_before_confirm', 'kill_after_confirm']);
 
 export class WorkerPool {
   private readonly workers = new Map<string, LiveWorker>();
@@ -36,11 +36,13 @@ export class WorkerPool {
   /** Desired number of workers (group_join raises it, group_leave keeps it: a replacement joins). */
   target: number;
 
+  /** @param entry the worker script: a consumer (worker.ts, the default) or an outbox relay (relay-worker.ts) */
   constructor(
-    private readonly base: Omit<WorkerConfig, 'workerId'>,
+    private readonly base: Omit<WorkerConfig, 'workerId'> | Omit<RelayWorkerConfig, 'workerId'>,
     initial: number,
     private readonly restartDelayMs: number,
     private readonly prefix: string,
+    private readonly entry = join(__dirname, '..', 'worker.ts'),
   ) {
     this.target = initial;
   }
@@ -58,8 +60,8 @@ export class WorkerPool {
 
   private spawn(): Promise<void> {
     const id = `${this.prefix}${++this.next}`;
-    const config: WorkerConfig = { ...this.base, workerId: id };
-    const child = forkTs(join(__dirname, '..', 'worker.ts'), [JSON.stringify(config)], this.base.runId, id);
+    const config = { ...this.base, workerId: id };
+    const child = forkTs(this.entry, [JSON.stringify(config)], this.base.runId, id);
     const worker: LiveWorker = { id, child, ready: false, inFlight: 0, consuming: false, stopping: false };
     this.workers.set(id, worker);
     const ready = new Promise<void>((resolve) => {
@@ -104,7 +106,9 @@ export class WorkerPool {
   }
 
   send(worker: LiveWorker, message: ToWorker): void {
-    if (worker.child.connected) worker.child.send(message);
+    // A worker may die between the check and the write (an outbox relay SIGKILLs itself): the
+    // callback takes the EPIPE instead of an unhandled 'error' event.
+    if (worker.child.connected) worker.child.send(message, () => undefined);
   }
 
   /** Picks a live, ready worker by `pick` in [0, 1); busy ones first when `preferBusy`. */
@@ -168,7 +172,7 @@ export async function injectFault(f: ScheduledFault, t: FaultTargets): Promise<v
   if (ARMED.has(f.kind)) {
     const w = t.pool.choose(f.pick, true);
     if (!w) return;
-    t.pool.send(w, { t: 'arm', fault: f.kind as ArmedFault });
+    t.pool.send(w, { t: 'arm', fault: f.kind as ArmedFault | RelayFault });
     await log(`arm:${f.kind}`, w.id);
     return;
   }

@@ -23,7 +23,7 @@ const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? `amqp://guest:guest@${SERVICES
 const DELAY_TIERS_MS = [200, 1000, 3000];
 
 /** Closes every broker connection whose client-given name starts with `namePrefix` (rabbitmqctl). */
-async function closeConnectionsNamed(namePrefix: string): Promise<string> {
+export async function closeConnectionsNamed(namePrefix: string): Promise<string> {
   const { stdout } = await run('rabbitmqctl', ['list_connections', 'pid', 'client_properties', '--formatter', 'json', '-q'], { timeout: 30_000 });
   const rows = JSON.parse(stdout) as { pid: string; client_properties: [string, string, unknown][] }[];
   const targets = rows.filter((r) => {

@@ -39,6 +39,14 @@ export interface StackSpec {
    * may explain a repeat (the PostgreSQL inbox closes all three, with or without a gate).
    */
   readonly strictVerdict: boolean;
+  /**
+   * The transactional outbox stacks (stacks/outbox.ts): a producer stages messages with an effect
+   * row in one PostgreSQL transaction (some roll back on purpose), relay processes publish them
+   * to the broker and are killed at their claim, publish and confirm steps, and one downstream
+   * consumer with the inbox applies each message. The verdict adds phantoms (an effect of a
+   * rolled-back message) and per-key order at the consumer to the inbox's strict one.
+   */
+  readonly outbox?: boolean;
 }
 
 export const STACK_SPECS = [
@@ -49,6 +57,8 @@ export const STACK_SPECS = [
   { name: 'kafka-postgres', broker: 'kafka', store: 'postgres', strictVerdict: true },
   { name: 'rabbitmq-postgres-gated', broker: 'rabbitmq', store: 'gated', strictVerdict: true },
   { name: 'kafka-postgres-gated', broker: 'kafka', store: 'gated', strictVerdict: true },
+  { name: 'rabbitmq-outbox', broker: 'rabbitmq', store: 'postgres', strictVerdict: true, outbox: true },
+  { name: 'kafka-outbox', broker: 'kafka', store: 'postgres', strictVerdict: true, outbox: true },
 ] as const satisfies readonly StackSpec[];
 
 export type StackName = (typeof STACK_SPECS)[number]['name'];

@@ -25,6 +25,8 @@ export interface StackResult {
   readonly elapsedMs: number;
   /** The GatedClaimer counters summed over the run's workers (gated stores only). */
   readonly gate?: GatedClaimerStats;
+  /** What only an outbox stack finds: phantoms, order at the consumer, rows left (stacks/outbox.ts). */
+  readonly outbox?: import('./outbox').OutboxFindings;
 }
 
 /** Directory of one run's worker logs: .tmp/chaos/<runId>. */

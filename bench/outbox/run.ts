@@ -1,0 +1,517 @@
+/**
+ * The transactional outbox benchmark (`npm run bench:outbox`), on the shared PostgreSQL, RabbitMQ
+ * and Kafka, in a fresh schema, four parts in one run:
+ *
+ *   throughput  relay rate (one OutboxRelay, `relayOnce()` until the table is empty, batch size
+ *               `--batch`) against the same broker's raw confirmed-publish rate with the same
+ *               batch (amqplib confirm channel, `waitForConfirms` per batch; kafkajs idempotent
+ *               producer, acks -1, one `send` per batch), 1 KiB messages, `--runs` rounds
+ *               interleaved (raw and relay alternate, the order flips each round), medians. Kafka
+ *               also gets the floor under a per-record publisher: the same producer sending one
+ *               record per `send`, `keyConcurrency` at a time (what the relay does);
+ *   staging     one staging call (`transactionOutbox(client).stage`, as `ctx.outbox` does) against
+ *               a plain INSERT of the same row into a table `LIKE twophase_outbox INCLUDING ALL`
+ *               (same columns, defaults and indexes), `--stage` calls in an open transaction,
+ *               interleaved rounds; and one message per transaction (BEGIN, `stageOutbox` with its
+ *               first-call check, COMMIT) against BEGIN, INSERT, COMMIT;
+ *   lag         staging COMMIT → downstream twophase handler (RabbitMqSource + InMemoryClaimer),
+ *               one message per transaction at `--rate` msg/s for `--lag-seconds`, the relay woken
+ *               by LISTEN/NOTIFY (polling every 1 s as the fallback), p50 / p99 / max;
+ *   size        `--size` messages staged (transactions of 1,000) and relayed in cycles of 10,000
+ *               (keyConcurrency = the batch size, to get through them sooner):
+ *               pg_total_relation_size of the table before, after each cycle, and after a VACUUM
+ *               that follows each cycle (what autovacuum does; the server's autovacuum settings
+ *               are reported beside it).
+ *
+ * Prints a table and writes JSON (`--out`, default bench/results/outbox.json). The machine is
+ * shared: ratios (measured back to back) carry the result, absolute rates only the context.
+ * Not a test: nothing fails on a number.
+ *
+ *   npx ts-node --transpile-only bench/outbox/run.ts [--runs 3] [--messages 5000] [--batch 100] [--stage 500]
+ *     [--rate 1000] [--lag-seconds 10] [--size 200000] [--parts throughput,staging,lag,size] [--out file.json]
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import amqp from 'amqplib';
+import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { Pool } from 'pg';
+import { ack, ConsumerBase, InMemoryClaimer, type Message, type OutboxMessage, OutboxRelay, type OutboxPublisher, silentLogger } from '../../src';
+import { KafkaOutboxPublisher } from '../../adapters/kafka';
+import { migrate, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox, transactionOutbox } from '../../adapters/postgres';
+import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
+import { median } from '../goals';
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+}
+function text(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : fallback;
+}
+const RUNS = arg('runs', 3);
+const MESSAGES = arg('messages', 5000);
+const BATCH = arg('batch', 100);
+const STAGE_CALLS = arg('stage', 500);
+const RATE = arg('rate', 1000);
+const LAG_SECONDS = arg('lag-seconds', 10);
+const SIZE = arg('size', 200_000);
+const PARTS = new Set(text('parts', 'throughput,staging,lag,size').split(','));
+const OUT = text('out', join(__dirname, '..', 'results', 'outbox.json'));
+const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+const KAFKA_BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
+/** 1 KiB of JSON (the lag part's downstream consumer decodes it). */
+const BODY = Buffer.from(JSON.stringify({ pad: 'x'.repeat(1024 - 12) }));
+/** Staging transactions in flight in the lag part (one message each, paced to `--rate`). */
+const LAG_LANES = 20;
+/** The relay's default: publishes of one claim in flight at once, across ordering keys. */
+const KEY_CONCURRENCY = 16;
+
+const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'test', max: 30 });
+const schema = `bench_outbox_${randomBytes(4).toString('hex')}`;
+const table = `${schema}.twophase_outbox`;
+const step = (line: string) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
+const pct = (xs: readonly number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]! : NaN;
+};
+const r2 = (x: number) => Math.round(x * 100) / 100;
+
+/** Stages `n` messages in transactions of up to 1,000. */
+async function stageMany(n: number, make: (i: number) => OutboxMessage): Promise<void> {
+  const client = await pool.connect();
+  try {
+    for (let done = 0; done < n; ) {
+      const k = Math.min(1000, n - done);
+      await client.query('BEGIN');
+      await stageOutbox(
+        client,
+        Array.from({ length: k }, (_, i) => make(done + i)),
+        { schema, notify: false },
+      );
+      await client.query('COMMIT');
+      done += k;
+    }
+  } finally {
+    client.release();
+  }
+}
+
+/** Relays until the table is empty; returns the publish rate, msg/s. */
+async function relayAll(publisher: OutboxPublisher, expected: number, keyConcurrency = KEY_CONCURRENCY): Promise<number> {
+  const relay = new OutboxRelay({ store: new PostgresOutboxStore({ pool }, { schema }), publisher, logger: silentLogger }, { name: 'bench', batchSize: BATCH, keyConcurrency, statsIntervalMs: 0 });
+  const started = performance.now();
+  let published = 0;
+  for (;;) {
+    const cycle = await relay.relayOnce();
+    published += cycle.published;
+    if (cycle.claimed === 0) break;
+  }
+  if (published !== expected) throw new Error(`relayed ${published} of ${expected}`);
+  return (published / (performance.now() - started)) * 1000;
+}
+
+// ---------------------------------------------------------------- throughput
+
+interface Pair {
+  readonly raw: number[];
+  readonly relay: number[];
+  readonly ratios: number[];
+}
+
+/** The same broker and client, `KEY_CONCURRENCY` confirmed publishes in flight (the relay's default). */
+interface Floors {
+  readonly perRecord: number[];
+  /** The relay with `keyConcurrency` = the batch size (every message of a claim in flight at once). */
+  readonly relayWide: number[];
+}
+
+async function rabbitThroughput(): Promise<Pair & Floors> {
+  const queue = `bench.outbox.${randomBytes(3).toString('hex')}`;
+  const connection = await amqp.connect(AMQP_URL);
+  const channel = await connection.createConfirmChannel();
+  await channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'classic' } });
+  const publisher = new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger });
+  await publisher.start();
+  const out = { raw: [] as number[], relay: [] as number[], ratios: [] as number[], perRecord: [] as number[], relayWide: [] as number[] };
+  const publishOne = () =>
+    new Promise<void>((resolve, reject) => {
+      const id = randomBytes(16).toString('hex');
+      channel.publish('', queue, BODY, { persistent: true, mandatory: true, messageId: id, headers: { 'idempotency-key': id } }, (err) => (err ? reject(err) : resolve()));
+    });
+  try {
+    for (let run = 0; run < RUNS; run++) {
+      let raw = 0;
+      let relayed = 0;
+      let perRecord = 0;
+      let relayWide = 0;
+      for (const variant of run % 2 === 0 ? ['raw', 'relay', 'per-record', 'relay-wide'] : ['relay-wide', 'per-record', 'relay', 'raw']) {
+        await channel.purgeQueue(queue);
+        if (variant === 'per-record') {
+          const started = performance.now();
+          let next = 0;
+          const worker = async () => {
+            while (next < MESSAGES) {
+              next++;
+              await publishOne();
+            }
+          };
+          await Promise.all(Array.from({ length: KEY_CONCURRENCY }, worker));
+          perRecord = (MESSAGES / (performance.now() - started)) * 1000;
+        } else if (variant === 'relay-wide') {
+          await stageMany(MESSAGES, () => ({ to: { exchange: '', routingKey: queue }, body: BODY }));
+          relayWide = await relayAll(publisher, MESSAGES, BATCH);
+        } else if (variant === 'raw') {
+          const started = performance.now();
+          for (let sent = 0; sent < MESSAGES; sent += BATCH) {
+            for (let i = 0; i < Math.min(BATCH, MESSAGES - sent); i++) {
+              const id = randomBytes(16).toString('hex');
+              channel.publish('', queue, BODY, { persistent: true, mandatory: true, messageId: id, headers: { 'idempotency-key': id } });
+            }
+            await channel.waitForConfirms();
+          }
+          raw = (MESSAGES / (performance.now() - started)) * 1000;
+        } else {
+          await stageMany(MESSAGES, () => ({ to: { exchange: '', routingKey: queue }, body: BODY }));
+          relayed = await relayAll(publisher, MESSAGES);
+        }
+      }
+      out.raw.push(raw);
+      out.relay.push(relayed);
+      out.ratios.push(relayed / raw);
+      out.perRecord.push(perRecord);
+      out.relayWide.push(relayWide);
+      step(
+        `  RabbitMQ run ${run + 1}: raw ${raw.toFixed(0)} msg/s (batches of ${BATCH}), ${KEY_CONCURRENCY} in flight ${perRecord.toFixed(0)} msg/s, relay ${relayed.toFixed(0)} msg/s (${(relayed / raw).toFixed(2)}×), relay with keyConcurrency ${BATCH} ${relayWide.toFixed(0)} msg/s (${(relayWide / raw).toFixed(2)}×)`,
+      );
+    }
+  } finally {
+    await publisher.close();
+    await channel.deleteQueue(queue).catch(() => undefined);
+    await connection.close().catch(() => undefined);
+  }
+  return out;
+}
+
+async function kafkaThroughput(): Promise<Pair & { readonly perRecord: number[] }> {
+  const topic = `bench-outbox-${randomBytes(3).toString('hex')}`;
+  const kafka = new Kafka({ clientId: 'bench-outbox', brokers: KAFKA_BROKERS, logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 6 }] });
+  // The raw producer is configured as the relay's publisher configures its own.
+  const producer: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const publisher = new KafkaOutboxPublisher({ kafka });
+  await publisher.start!();
+  const out = { raw: [] as number[], relay: [] as number[], ratios: [] as number[], perRecord: [] as number[] };
+  const record = () => {
+    const id = randomBytes(16).toString('hex');
+    return { key: id, value: BODY, headers: { 'idempotency-key': id } };
+  };
+  try {
+    for (let run = 0; run < RUNS; run++) {
+      let raw = 0;
+      let relayed = 0;
+      let perRecord = 0;
+      for (const variant of run % 2 === 0 ? ['raw', 'relay', 'per-record'] : ['per-record', 'relay', 'raw']) {
+        const started = performance.now();
+        if (variant === 'raw') {
+          for (let sent = 0; sent < MESSAGES; sent += BATCH) await producer.send({ topic, acks: -1, messages: Array.from({ length: Math.min(BATCH, MESSAGES - sent) }, record) });
+          raw = (MESSAGES / (performance.now() - started)) * 1000;
+        } else if (variant === 'per-record') {
+          let next = 0;
+          const worker = async () => {
+            while (next < MESSAGES) {
+              next++;
+              await producer.send({ topic, acks: -1, messages: [record()] });
+            }
+          };
+          await Promise.all(Array.from({ length: KEY_CONCURRENCY }, worker));
+          perRecord = (MESSAGES / (performance.now() - started)) * 1000;
+        } else {
+          await stageMany(MESSAGES, (i) => ({ to: { topic, key: `k${i}` }, body: BODY }));
+          relayed = await relayAll(publisher, MESSAGES);
+        }
+      }
+      out.raw.push(raw);
+      out.relay.push(relayed);
+      out.perRecord.push(perRecord);
+      out.ratios.push(relayed / raw);
+      step(`  Kafka run ${run + 1}: raw ${raw.toFixed(0)} msg/s (batches of ${BATCH}), one record per send ×${KEY_CONCURRENCY} ${perRecord.toFixed(0)} msg/s, relay ${relayed.toFixed(0)} msg/s (${(relayed / raw).toFixed(2)}× raw, ${(relayed / perRecord).toFixed(2)}× per-record)`);
+    }
+  } finally {
+    await publisher.close!();
+    await producer.disconnect();
+    await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+    await admin.disconnect();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- staging
+
+interface StagingFigures {
+  /** µs per call in an open transaction, per round. */
+  readonly stageUs: number[];
+  readonly insertUs: number[];
+  readonly ratios: number[];
+  /** µs per one-message transaction (BEGIN … COMMIT), per round. */
+  readonly stageTxUs: number[];
+  readonly insertTxUs: number[];
+  readonly txRatios: number[];
+}
+
+async function staging(): Promise<StagingFigures> {
+  const plain = `${schema}.plain_copy`;
+  await pool.query(`CREATE TABLE ${plain} (LIKE ${table} INCLUDING ALL)`);
+  const client = await pool.connect();
+  const out: StagingFigures = { stageUs: [], insertUs: [], ratios: [], stageTxUs: [], insertTxUs: [], txRatios: [] };
+  const message = (i: number): OutboxMessage => ({ to: { exchange: 'orders', routingKey: 'order.placed' }, body: BODY, headers: { 'x-tenant': 't1' }, orderingKey: `order-${i % 100}` });
+  const insert = (i: number) =>
+    client.query(`INSERT INTO ${plain} (id, system, destination, headers, properties, body, ordering_key) VALUES ($1, 'rabbitmq', $2, $3, $4, $5, $6)`, [
+      randomUuid(),
+      { exchange: 'orders', routingKey: 'order.placed' },
+      { 'x-tenant': 't1' },
+      {},
+      BODY,
+      `order-${i % 100}`,
+    ]);
+  try {
+    for (let run = 0; run < RUNS + 1; run++) {
+      const rec: Record<string, number> = {};
+      for (const variant of run % 2 === 0 ? ['stage', 'insert', 'stage-tx', 'insert-tx'] : ['insert-tx', 'stage-tx', 'insert', 'stage']) {
+        const started = performance.now();
+        if (variant === 'stage' || variant === 'insert') {
+          await client.query('BEGIN');
+          const outbox = transactionOutbox(client, { schema });
+          for (let i = 0; i < STAGE_CALLS; i++) await (variant === 'stage' ? outbox.stage(message(i)) : insert(i));
+          rec[variant] = ((performance.now() - started) * 1000) / STAGE_CALLS;
+          await client.query('COMMIT');
+        } else {
+          const n = Math.max(50, Math.floor(STAGE_CALLS / 5));
+          for (let i = 0; i < n; i++) {
+            await client.query('BEGIN');
+            await (variant === 'stage-tx' ? stageOutbox(client, message(i), { schema }) : insert(i));
+            await client.query('COMMIT');
+          }
+          rec[variant] = ((performance.now() - started) * 1000) / n;
+        }
+      }
+      await pool.query(`DELETE FROM ${table}; DELETE FROM ${plain}`);
+      if (run === 0) continue; // warm-up round
+      out.stageUs.push(rec.stage!);
+      out.insertUs.push(rec.insert!);
+      out.ratios.push(rec.stage! / rec.insert!);
+      out.stageTxUs.push(rec['stage-tx']!);
+      out.insertTxUs.push(rec['insert-tx']!);
+      out.txRatios.push(rec['stage-tx']! / rec['insert-tx']!);
+      step(`  staging run ${run}: stage ${rec.stage!.toFixed(0)} µs vs INSERT ${rec.insert!.toFixed(0)} µs (${(rec.stage! / rec.insert!).toFixed(2)}×); one-message transaction ${rec['stage-tx']!.toFixed(0)} vs ${rec['insert-tx']!.toFixed(0)} µs (${(rec['stage-tx']! / rec['insert-tx']!).toFixed(2)}×)`);
+    }
+  } finally {
+    client.release();
+  }
+  return out;
+}
+
+function randomUuid(): string {
+  const h = randomBytes(16).toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+// ---------------------------------------------------------------- lag
+
+interface LagFigures {
+  readonly targetRate: number;
+  readonly achievedRate: number;
+  readonly messages: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+}
+
+class LagConsumer extends ConsumerBase<unknown> {
+  readonly lags: number[] = [];
+  constructor(
+    source: RabbitMqSource,
+    private readonly committedAt: Map<string, number>,
+  ) {
+    super({ name: 'lag', claimer: new InMemoryClaimer(), source, concurrency: 50, logger: silentLogger });
+  }
+  async handle(message: Message<unknown>) {
+    const id = message.key.slice('lag:'.length);
+    const at = this.committedAt.get(id);
+    this.lags.push(at === undefined ? 0 : performance.now() - at);
+    return ack();
+  }
+}
+
+async function lag(): Promise<LagFigures> {
+  const queue = `bench.outbox.lag.${randomBytes(3).toString('hex')}`;
+  const committedAt = new Map<string, number>();
+  const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: [1000], logger: silentLogger });
+  const consumer = new LagConsumer(source, committedAt);
+  await consumer.start();
+  const relay = new OutboxRelay(
+    { store: new PostgresOutboxStore({ pool }, { schema }), publisher: new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger }), notifier: new PostgresOutboxNotifier({ pool, logger: silentLogger }, { schema }), logger: silentLogger },
+    { name: 'bench-lag', batchSize: BATCH, statsIntervalMs: 0 },
+  );
+  await relay.start();
+  const total = RATE * LAG_SECONDS;
+  const started = performance.now();
+  let next = 0;
+  const lane = async () => {
+    const client = await pool.connect();
+    try {
+      while (next < total) {
+        const i = next++;
+        const wait = started + (i * 1000) / RATE - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        await client.query('BEGIN');
+        const [id] = await stageOutbox(client, { to: { exchange: '', routingKey: queue }, body: BODY }, { schema });
+        await client.query('COMMIT');
+        committedAt.set(id!, performance.now());
+      }
+    } finally {
+      client.release();
+    }
+  };
+  await Promise.all(Array.from({ length: LAG_LANES }, lane));
+  const achievedRate = (total / (performance.now() - started)) * 1000;
+  const deadline = Date.now() + 60_000;
+  while (consumer.lags.length < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+  await relay.stop();
+  await consumer.stop();
+  const a = await amqp.connect(AMQP_URL);
+  const ch = await a.createChannel();
+  for (const q of [queue, `${queue}.dlq`, `${queue}.delay.1000ms`]) await ch.deleteQueue(q).catch(() => undefined);
+  await ch.deleteExchange(`${queue}.dlx`).catch(() => undefined);
+  await a.close();
+  if (consumer.lags.length < total) throw new Error(`lag: only ${consumer.lags.length} of ${total} messages reached the handler in 60 s`);
+  return { targetRate: RATE, achievedRate: Math.round(achievedRate), messages: total, p50Ms: r2(pct(consumer.lags, 50)), p99Ms: r2(pct(consumer.lags, 99)), maxMs: r2(Math.max(...consumer.lags)) };
+}
+
+// ---------------------------------------------------------------- size
+
+interface SizeFigures {
+  readonly messages: number;
+  readonly cycle: number;
+  readonly beforeBytes: number;
+  /** Table size after each cycle was relayed, before the cycle's VACUUM. */
+  readonly cycleBytes: number[];
+  /** Table size after the last cycle's VACUUM. */
+  readonly afterVacuumBytes: number;
+  readonly seconds: number;
+  readonly autovacuumRuns: number;
+  readonly autovacuum: Readonly<Record<string, string>>;
+}
+
+/**
+ * Stages and relays `SIZE` messages in cycles; after each cycle, the table's size, then a VACUUM
+ * (standing in for autovacuum when the server has it off, as the shared test server does).
+ */
+async function size(): Promise<SizeFigures> {
+  const queue = `bench.outbox.size.${randomBytes(3).toString('hex')}`;
+  const connection = await amqp.connect(AMQP_URL);
+  const channel = await connection.createChannel();
+  // The broker keeps only the newest 1,000: the messages are routed (confirmed), not stored.
+  await channel.assertQueue(queue, { durable: true, arguments: { 'x-max-length': 1000, 'x-overflow': 'drop-head' } });
+  const publisher = new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger });
+  await publisher.start();
+  const bytes = async () => Number((await pool.query<{ b: string }>('SELECT pg_total_relation_size($1::regclass) AS b', [table])).rows[0]!.b);
+  const settings = await pool.query<{ name: string; setting: string }>(
+    "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum', 'autovacuum_naptime', 'autovacuum_vacuum_threshold', 'autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_insert_threshold')",
+  );
+  await pool.query(`DELETE FROM ${table}`);
+  await pool.query(`VACUUM ${table}`);
+  const beforeBytes = await bytes();
+  const cycleBytes: number[] = [];
+  const started = performance.now();
+  const cycle = 10_000;
+  try {
+    for (let done = 0; done < SIZE; done += cycle) {
+      const n = Math.min(cycle, SIZE - done);
+      await stageMany(n, (i) => ({ to: { exchange: '', routingKey: queue }, body: BODY, orderingKey: `k${i % 50}` }));
+      await relayAll(publisher, n, BATCH);
+      cycleBytes.push(await bytes());
+      await pool.query(`VACUUM ${table}`);
+      if ((done / cycle) % 5 === 4) step(`  size: ${done + n} relayed; table ${(cycleBytes[cycleBytes.length - 1]! / 1048576).toFixed(1)} MiB before this cycle's VACUUM, ${((await bytes()) / 1048576).toFixed(1)} MiB after`);
+    }
+  } finally {
+    await publisher.close();
+    await channel.deleteQueue(queue).catch(() => undefined);
+    await connection.close().catch(() => undefined);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const av = await pool.query<{ n: string }>('SELECT autovacuum_count AS n FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2', [schema, 'twophase_outbox']);
+  return { messages: SIZE, cycle, beforeBytes, cycleBytes, afterVacuumBytes: await bytes(), seconds: Math.round(seconds), autovacuumRuns: Number(av.rows[0]?.n ?? 0), autovacuum: Object.fromEntries(settings.rows.map((r) => [r.name, r.setting])) };
+}
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  await migrate(pool, { schema });
+  const load = loadavg().map((x) => Math.round(x * 100) / 100);
+  step(`outbox bench: schema ${schema}, ${MESSAGES} × 1 KiB per throughput run, batch ${BATCH}, ${RUNS} runs; load ${load.join(' ')}`);
+  const result: Record<string, unknown> = { date: new Date().toISOString(), loadAvgAtStart: load, runs: RUNS, messages: MESSAGES, batch: BATCH, bodyBytes: BODY.length };
+  try {
+    if (PARTS.has('throughput')) {
+      step('throughput: RabbitMQ');
+      const r = await rabbitThroughput();
+      result.rabbitmq = {
+        ...r,
+        rawMedian: Math.round(median(r.raw)),
+        relayMedian: Math.round(median(r.relay)),
+        ratioMedian: r2(median(r.ratios)),
+        perRecordMedian: Math.round(median(r.perRecord)),
+        perRecordRatioMedian: r2(median(r.relay.map((x, i) => x / r.perRecord[i]!))),
+        relayWideRatioMedian: r2(median(r.relayWide.map((x, i) => x / r.raw[i]!))),
+      };
+      step('throughput: Kafka');
+      const k = await kafkaThroughput();
+      result.kafka = { ...k, rawMedian: Math.round(median(k.raw)), relayMedian: Math.round(median(k.relay)), perRecordMedian: Math.round(median(k.perRecord)), ratioMedian: r2(median(k.ratios)), perRecordRatioMedian: r2(median(k.relay.map((x, i) => x / k.perRecord[i]!))) };
+    }
+    if (PARTS.has('staging')) {
+      step('staging cost');
+      const s = await staging();
+      result.staging = { ...s, ratioMedian: r2(median(s.ratios)), txRatioMedian: r2(median(s.txRatios)), stageUsMedian: Math.round(median(s.stageUs)), insertUsMedian: Math.round(median(s.insertUs)) };
+    }
+    if (PARTS.has('lag')) {
+      step(`lag: ${RATE} msg/s for ${LAG_SECONDS} s, LISTEN/NOTIFY`);
+      result.lag = await lag();
+    }
+    if (PARTS.has('size')) {
+      step(`size: ${SIZE} messages relayed`);
+      result.size = await size();
+    }
+  } finally {
+    await pool.query(`DROP SCHEMA ${schema} CASCADE`).catch(() => undefined);
+    await pool.end();
+  }
+  result.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
+  mkdirSync(dirname(OUT), { recursive: true });
+  writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
+  const x = result as { rabbitmq?: { ratioMedian: number; perRecordRatioMedian: number; relayWideRatioMedian: number }; kafka?: { ratioMedian: number; perRecordRatioMedian: number }; staging?: { ratioMedian: number; txRatioMedian: number }; lag?: LagFigures; size?: SizeFigures };
+  process.stdout.write(
+    [
+      '',
+      `relay / raw confirmed publish (RabbitMQ)   ${x.rabbitmq?.ratioMedian ?? '—'}×   (goal ≥ 0.8; ${x.rabbitmq?.perRecordRatioMedian ?? '—'}× ${KEY_CONCURRENCY} publishes in flight; keyConcurrency ${BATCH}: ${x.rabbitmq?.relayWideRatioMedian ?? '—'}× raw)`,
+      `relay / raw confirmed publish (Kafka)      ${x.kafka?.ratioMedian ?? '—'}×   (goal ≥ 0.8; ${x.kafka?.perRecordRatioMedian ?? '—'}× the one-record-per-send floor)`,
+      `staging call / plain INSERT                ${x.staging?.ratioMedian ?? '—'}×   (goal ≤ 1.2; one-message transaction ${x.staging?.txRatioMedian ?? '—'}×)`,
+      `lag COMMIT → handler at ${x.lag?.achievedRate ?? '—'} msg/s     p50 ${x.lag?.p50Ms ?? '—'} ms, p99 ${x.lag?.p99Ms ?? '—'} ms, max ${x.lag?.maxMs ?? '—'} ms   (goal p99 ≤ 100 ms)`,
+      x.size
+        ? `table over ${x.size.messages} relayed         before ${x.size.beforeBytes} B; per ${x.size.cycle}-message cycle before its VACUUM: first ${x.size.cycleBytes[0]} B, largest ${Math.max(...x.size.cycleBytes)} B, last ${x.size.cycleBytes[x.size.cycleBytes.length - 1]} B; after the last VACUUM ${x.size.afterVacuumBytes} B (autovacuum ${x.size.autovacuum.autovacuum} on this server, ${x.size.seconds} s)`
+        : 'table size: not measured',
+      `load ${(result.loadAvgAtStart as number[]).join(' ')} at start, ${(result.loadAvgAtEnd as number[]).join(' ')} at end; written to ${OUT}`,
+      '',
+    ].join('\n'),
+  );
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`outbox bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
