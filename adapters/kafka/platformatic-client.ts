@@ -163,12 +163,14 @@ export function platformaticClient(connection: PlatformaticConnection, options: 
 
 function consumerOptions(base: Record<string, unknown>, config: GroupConsumerConfig, protocol: 'classic' | 'consumer', assignor: string | undefined): ConsumerOptions<Buffer, Buffer, Buffer, Buffer> {
   const out: Record<string, unknown> = { ...base, groupId: config.groupId, autocommit: false };
+  // The client checks rebalanceTimeout >= sessionTimeout for both protocols; under KIP-848 the
+  // session timeout and heartbeat interval are the broker's (group.consumer.*), not the member's.
+  if (config.sessionTimeout !== undefined) out.sessionTimeout = config.sessionTimeout;
   if (protocol === 'consumer') {
     out.groupProtocol = 'consumer';
     if (assignor) out.groupRemoteAssignor = assignor;
-  } else {
-    if (config.sessionTimeout !== undefined) out.sessionTimeout = config.sessionTimeout;
-    if (config.heartbeatInterval !== undefined) out.heartbeatInterval = config.heartbeatInterval;
+  } else if (config.heartbeatInterval !== undefined) {
+    out.heartbeatInterval = config.heartbeatInterval;
   }
   if (config.rebalanceTimeout !== undefined) out.rebalanceTimeout = config.rebalanceTimeout;
   if (config.maxWaitTimeInMs !== undefined) out.maxWaitTime = config.maxWaitTimeInMs;
@@ -252,6 +254,12 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   private assignmentSeen: unknown = null;
   private epoch = 0;
   private heldCount = 0;
+  /** Commits sent and not answered; an assignment change waits for them. */
+  private commitsInFlight = 0;
+  /** An assignment change seen while commits were in flight: reported once they are answered. */
+  private joinDeferred = false;
+  /** Records of partitions assigned by a change not reported yet, by partition. */
+  private readonly early = new Map<string, KafkaRecord[]>();
   private streamPaused = false;
   private flushScheduled = false;
   private running = false;
@@ -352,6 +360,14 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   private checkAssignment(): void {
     const current = this.consumer.assignments;
     if (!this.running || current === this.assignmentSeen || current === null) return;
+    if (this.commitsInFlight > 0) {
+      // A commit sent while the old assignment held lands before the client acknowledges the
+      // change (same coordinator connection, in order); report the change once it is answered,
+      // so no commit of the old generation completes after the new one began.
+      this.joinDeferred = true;
+      return;
+    }
+    this.joinDeferred = false;
     this.assignmentSeen = current;
     const assignment: Record<string, number[]> = {};
     const now = new Set<string>();
@@ -373,11 +389,15 @@ class PlatformaticGroupConsumer implements GroupConsumer {
         this.stream?.offsetsToFetch.delete(k);
       }
     }
+    for (const [k, records] of this.early) if (!now.has(k) || this.partitions.has(k)) this.heldCount -= records.length;
     for (const k of now) {
       if (this.partitions.has(k)) continue;
       const [topic, partition] = splitKey(k);
-      this.partitions.set(k, { topic, partition, delivered: [], held: [], next: undefined });
+      const held = this.early.get(k) ?? [];
+      const last = held[held.length - 1];
+      this.partitions.set(k, { topic, partition, delivered: [], held, next: last ? BigInt(last.offset) + 1n : undefined });
     }
+    this.early.clear();
     this.epoch++;
     const event: GroupAssignment = { memberId: this.consumer.memberId ?? '', assignment };
     for (const listener of this.joinListeners) listener(event);
@@ -386,8 +406,21 @@ class PlatformaticGroupConsumer implements GroupConsumer {
 
   private onMessage(message: Message<Buffer, Buffer, Buffer, Buffer>): void {
     this.checkAssignment();
-    const state = this.partitions.get(key(message.topic, message.partition));
-    if (!state) return;
+    const k = key(message.topic, message.partition);
+    const state = this.partitions.get(k);
+    if (!state) {
+      // A partition of an assignment change not reported yet (commits in flight): keep its
+      // records for the new generation. Any other is revoked: its next owner fetches it.
+      if (this.joinDeferred && this.assignedNow(message.topic, message.partition)) {
+        const early = this.early.get(k) ?? [];
+        const last = early[early.length - 1];
+        if (last && message.offset < BigInt(last.offset) + 1n) return;
+        early.push(toRecord(message));
+        this.early.set(k, early);
+        this.heldCount++;
+      }
+      return;
+    }
     if (state.next !== undefined && message.offset < state.next) return;
     state.next = message.offset + 1n;
     state.held.push(toRecord(message));
@@ -442,8 +475,20 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     };
   }
 
+  private assignedNow(topic: string, partition: number): boolean {
+    return (this.consumer.assignments ?? []).some((a) => a.topic === topic && a.partitions.includes(partition));
+  }
+
   private async commit(offsets: readonly TopicPartitionOffset[]): Promise<void> {
-    await this.consumer.commit({ offsets: offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: BigInt(o.offset), leaderEpoch: -1 })) });
+    if (this.joinDeferred) throw new Error('the group assignment is changing: commit refused until the new assignment is reported');
+    this.commitsInFlight++;
+    try {
+      await this.consumer.commit({ offsets: offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: BigInt(o.offset), leaderEpoch: -1 })) });
+    } finally {
+      this.commitsInFlight--;
+      // After the caller saw the answer (its continuation runs in this turn of the event loop).
+      if (this.commitsInFlight === 0 && this.joinDeferred) setImmediate(() => this.checkAssignment());
+    }
     for (const o of offsets) {
       const state = this.partitions.get(key(o.topic, o.partition));
       if (!state) continue;

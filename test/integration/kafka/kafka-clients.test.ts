@@ -122,17 +122,27 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
     })();
 
     const a = await member();
+    const progress = () => `applied ${log.applied.size}/${produced.size}; assignments a=${a.source.assignment.length} b=${b?.source.assignment.length} c=${c?.source.assignment.length}`;
+    const waitWithProgress = async (condition: () => boolean | Promise<boolean>, what: string, timeoutMs: number): Promise<void> => {
+      try {
+        await waitFor(condition, { what, timeoutMs, intervalMs: 100 });
+      } catch (error) {
+        throw new Error(`${(error as Error).message} (${progress()})`);
+      }
+    };
+    let b: { consumer: TestConsumer; source: KafkaSource } | undefined;
+    let c: { consumer: TestConsumer; source: KafkaSource } | undefined;
     await waitFor(() => log.applied.size >= 100, { what: 'one member consuming', timeoutMs: 30_000 });
-    const b = await member();
-    const c = await member();
-    await waitFor(() => b.source.assignment.length > 0 && c.source.assignment.length > 0 && log.applied.size >= 400, { what: 'three members consuming', timeoutMs: 45_000 });
+    b = await member();
+    c = await member();
+    await waitWithProgress(() => b!.source.assignment.length > 0 && c!.source.assignment.length > 0 && log.applied.size >= 400, 'three members consuming', 45_000);
     await b.consumer.stop();
-    await waitFor(() => a.source.assignment.length + c.source.assignment.length === 6 && log.applied.size >= 700, { what: 'two members after one left', timeoutMs: 45_000 });
+    await waitWithProgress(() => a.source.assignment.length + c!.source.assignment.length === 6 && log.applied.size >= 700, 'two members after one left', 45_000);
     producing = false;
     await production;
     await producer.disconnect();
 
-    await waitFor(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), { what: 'every produced key applied and committed', timeoutMs: 60_000, intervalMs: 200 });
+    await waitWithProgress(async () => [...produced].every((k) => log.applied.has(k)) && (await topics.fullyCommitted(groupId, topic)), 'every produced key applied and committed', 45_000);
     expect(log.duplicated()).toEqual([]);
     expect(log.applied.size).toBe(produced.size);
     expect(guards.flat()).toEqual([]);
@@ -142,5 +152,5 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
       expect(offsets).toEqual([...offsets].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)));
     }
     expect(a.source.stats.groupJoins).toBeGreaterThanOrEqual(2);
-  });
+  }, 150_000);
 });
