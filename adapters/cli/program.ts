@@ -5,6 +5,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
 import { addKeysCommands } from './keys-commands';
+import { ConfigurationError } from '../../src';
 import { MissingPeerError } from './peer';
 import { addPostgresCommands } from './postgres-migrate';
 import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './replay';
@@ -71,8 +72,9 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
     .option('--to-exchange <exchange>', 'send to this exchange instead of the original one')
     .option('--to-routing-key <key>', 'routing key to use with --to-exchange (default: the original)')
     .option('--to-queue <queue>', 'send straight to this queue (default exchange) instead of the original route')
+    .option('--client <name>', 'Kafka client library with --broker kafka: kafkajs or platformatic (@platformatic/kafka, Node >= 22.22)')
     .exitOverride()
-    .action(async (source: string, opts: { broker: string; url?: string; limit?: number; window?: number; dryRun: boolean; json: boolean; toExchange?: string; toRoutingKey?: string; toQueue?: string }) => {
+    .action(async (source: string, opts: { broker: string; client?: string; url?: string; limit?: number; window?: number; dryRun: boolean; json: boolean; toExchange?: string; toRoutingKey?: string; toQueue?: string }) => {
       const factory = backends[opts.broker];
       if (!factory) {
         io.stderr(`error: unknown --broker "${opts.broker}" (known: ${Object.keys(backends).join(', ')})\n`);
@@ -84,6 +86,11 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         exitCode = EXIT.usage;
         return;
       }
+      if (opts.client !== undefined && opts.broker !== 'kafka') {
+        io.stderr(`error: --client chooses the Kafka client library; it needs --broker kafka\n`);
+        exitCode = EXIT.usage;
+        return;
+      }
       if (opts.toRoutingKey !== undefined && opts.toExchange === undefined) {
         io.stderr('error: --to-routing-key needs --to-exchange\n');
         exitCode = EXIT.usage;
@@ -91,9 +98,9 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
       }
       let backend: ReplayBackend;
       try {
-        backend = await factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue });
+        backend = await factory({ url: opts.url ?? env[AMQP_URL_ENV], toExchange: opts.toExchange, toRoutingKey: opts.toRoutingKey, toQueue: opts.toQueue, client: opts.client });
       } catch (error) {
-        if (!(error instanceof MissingPeerError)) throw error;
+        if (!(error instanceof MissingPeerError) && !(error instanceof ConfigurationError)) throw error;
         io.stderr(`error: ${error.message}\n`);
         exitCode = EXIT.usage;
         return;

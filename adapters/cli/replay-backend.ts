@@ -109,4 +109,6 @@ export type ReplayBackendFactory = (options: {
   readonly toExchange?: string;
   readonly toRoutingKey?: string;
   readonly toQueue?: string;
+  /** `--client`: the Kafka client library, `kafkajs` (default) or `platformatic` (@platformatic/kafka). */
+  readonly client?: string;
 }) => ReplayBackend | Promise<ReplayBackend>;

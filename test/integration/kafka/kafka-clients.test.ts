@@ -6,10 +6,11 @@
  * joining and leaving under load loses nothing, repeats no effect and keeps per-partition order.
  */
 import { ack, InMemoryClaimer, reject, silentLogger } from '../../../src';
-import { KafkaSource, KeyedProducer, type KafkaClient } from '../../../adapters/kafka';
+import { HEADERS, KafkaSource, KeyedProducer, type KafkaClient } from '../../../adapters/kafka';
+import { EXIT, runCli } from '../../../adapters/cli';
 import { waitFor } from '../../support/wait';
-import { clients, describeEachClient } from './support/clients';
-import { EffectLog, FAST_GROUP, kafkaSuite, messages, ownershipGuard, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
+import { clientRows, clients, describeEachClient } from './support/clients';
+import { BROKERS, EffectLog, FAST_GROUP, kafkaSuite, messages, ownershipGuard, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
 
 function sourceOn(client: KafkaClient, topic: string, groupId: string, extra: Partial<ConstructorParameters<typeof KafkaSource>[1]> = {}): KafkaSource {
   return new KafkaSource({ client }, { topics: [topic], groupId, fromBeginning: true, commitIntervalMs: 200, logger: silentLogger, consumer: { ...FAST_GROUP }, ...extra });
@@ -93,6 +94,7 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
     const claimer = new InMemoryClaimer();
     const log = new EffectLog();
     const guards: string[][] = [];
+    const started: KafkaSource[] = [];
     const member = async (): Promise<{ consumer: TestConsumer; source: KafkaSource }> => {
       const source = sourceOn(client, topic, groupId);
       guards.push(ownershipGuard(source));
@@ -102,6 +104,7 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
         return ack();
       });
       consumers.push(consumer);
+      started.push(source);
       await consumer.start();
       return { consumer, source };
     };
@@ -121,8 +124,7 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
       }
     })();
 
-    const a = await member();
-    const progress = () => `applied ${log.applied.size}/${produced.size}; assignments a=${a.source.assignment.length} b=${b?.source.assignment.length} c=${c?.source.assignment.length}`;
+    const progress = () => `applied ${log.applied.size}/${produced.size}; partitions per member ${started.map((s) => s.assignment.length).join(',')}`;
     const waitWithProgress = async (condition: () => boolean | Promise<boolean>, what: string, timeoutMs: number): Promise<void> => {
       try {
         await waitFor(condition, { what, timeoutMs, intervalMs: 100 });
@@ -130,14 +132,13 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
         throw new Error(`${(error as Error).message} (${progress()})`);
       }
     };
-    let b: { consumer: TestConsumer; source: KafkaSource } | undefined;
-    let c: { consumer: TestConsumer; source: KafkaSource } | undefined;
-    await waitFor(() => log.applied.size >= 100, { what: 'one member consuming', timeoutMs: 30_000 });
-    b = await member();
-    c = await member();
-    await waitWithProgress(() => b!.source.assignment.length > 0 && c!.source.assignment.length > 0 && log.applied.size >= 400, 'three members consuming', 45_000);
+    const a = await member();
+    await waitWithProgress(() => log.applied.size >= 100, 'one member consuming', 30_000);
+    const b = await member();
+    const c = await member();
+    await waitWithProgress(() => b.source.assignment.length > 0 && c.source.assignment.length > 0 && log.applied.size >= 400, 'three members consuming', 45_000);
     await b.consumer.stop();
-    await waitWithProgress(() => a.source.assignment.length + c!.source.assignment.length === 6 && log.applied.size >= 700, 'two members after one left', 45_000);
+    await waitWithProgress(() => a.source.assignment.length + c.source.assignment.length === 6 && log.applied.size >= 700, 'two members after one left', 45_000);
     producing = false;
     await production;
     await producer.disconnect();
@@ -153,4 +154,25 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
     }
     expect(a.source.stats.groupJoins).toBeGreaterThanOrEqual(2);
   }, 150_000);
+});
+
+describeEachClient(['kafka'], 'twophase dlq replay --client', clientRows('kafkajs', 'platformatic-classic'), (row) => {
+  const { topics } = kafkaSuite(`twophase-replay-${row.name}`);
+  const library = row.name === 'kafkajs' ? 'kafkajs' : 'platformatic';
+
+  test(`--client ${library} moves a dead letter back to its original topic and commits past it`, async () => {
+    const topic = await topics.create(`rp-${row.name}`, 1);
+    const dlq = `${topic}.dlq`;
+    const raw = row.make(`twophase-replay-${row.name}`).producer();
+    await raw.connect();
+    await raw.send({ topic: dlq, acks: -1, records: [{ key: 'k', value: '{}', headers: { [HEADERS.originalTopic]: topic, 'idempotency-key': unique('rp'), [HEADERS.reason]: 'permanent_error' } }] });
+    await raw.disconnect();
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(['dlq', 'replay', dlq, '--broker', 'kafka', '--client', library, '--url', BROKERS.join(',')], { io: { stdout: (t) => out.push(t), stderr: (t) => err.push(t) }, env: {} });
+    expect({ code, err: err.join('') }).toMatchObject({ code: EXIT.ok });
+    expect(out.join('')).toMatch(/^1 replayed/);
+    expect(await topics.highWatermarks(topic)).toEqual({ 0: '1' });
+    expect(await topics.committed(`twophase-dlq-replay.${dlq}`, dlq)).toEqual({ 0: '1' });
+  }, 60_000);
 });
