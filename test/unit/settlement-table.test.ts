@@ -3,7 +3,20 @@
  * no claimer, no broker, no timers.
  */
 import { ack, ClaimerUnavailableError, ConfigurationError, InvalidDispositionError, InvalidKeyError, reject, requeue, InvalidMessageError, KeyConflictError, LeaseLostError, PermanentError, ShutdownError, TimeoutError } from '../../src';
-import { attemptOf, attemptsAfterRequeue, claimFailure, decide, type Decision, handledOnCommitIssued, handlerEnd, type HandlerEnd, type Settlement, type SettlementRules } from '../../src/settlement-table';
+import {
+  attemptOf,
+  attemptsAfterRequeue,
+  claimFailure,
+  decide,
+  type Decision,
+  handledOnCommitIssued,
+  handlerEnd,
+  type HandlerEnd,
+  requeueInPlace,
+  type Settlement,
+  type SettlementRules,
+  UNSETTLED_RETRY_MS,
+} from '../../src/settlement-table';
 
 const rules: SettlementRules = { maxAttempts: 3, busyRequeueDelayMs: 10, unavailableRequeueDelayMs: 11, retryDelayMs: (attempt) => 100 * attempt };
 
@@ -289,5 +302,36 @@ describe('the decision type admits only the receipt/broker pairs the table decid
         }
       }
     }
+  });
+});
+
+describe('in-place rows (a source that requeues in place: the Kafka partition; docs/kafka.md "Settlement on Kafka")', () => {
+  const backoff = { maxDelayMs: 1000, jitter: 0 };
+
+  test('a settle that failed: dispatch again after UNSETTLED_RETRY_MS', () => {
+    expect(requeueInPlace(undefined, false, 0, backoff)).toEqual({ kind: 'wait', delayMs: UNSETTLED_RETRY_MS });
+  });
+
+  test('shutdown: leave the record (it comes again after the restart or rebalance)', () => {
+    expect(requeueInPlace({ cause: 'shutdown', delayMs: 0 }, true, 0, backoff)).toEqual({ kind: 'leave' });
+  });
+
+  test('busy while this partition\'s own commits are in flight: wait for them, not for busyRequeueDelayMs; otherwise the table\'s delay', () => {
+    expect(requeueInPlace({ cause: 'busy', delayMs: 250 }, true, 0, backoff)).toEqual({ kind: 'after_own_commits' });
+    expect(requeueInPlace({ cause: 'busy', delayMs: 250 }, false, 0, backoff)).toEqual({ kind: 'wait', delayMs: 250 });
+  });
+
+  test('retry and lease_lost: the delay the table chose', () => {
+    expect(requeueInPlace({ cause: 'retry', delayMs: 400 }, true, 0, backoff)).toEqual({ kind: 'wait', delayMs: 400 });
+    expect(requeueInPlace({ cause: 'lease_lost', delayMs: 10 }, false, 0, backoff)).toEqual({ kind: 'wait', delayMs: 10 });
+  });
+
+  test('claimer unavailable: the table\'s delay doubled per unavailable answer in a row, capped at unavailableBackoff.maxDelayMs', () => {
+    const unavailable = { cause: 'claimer_unavailable', delayMs: 100 } as const;
+    expect([1, 2, 3, 4, 5].map((streak) => requeueInPlace(unavailable, false, streak, backoff))).toEqual(
+      [100, 200, 400, 800, 1000].map((delayMs) => ({ kind: 'wait', delayMs })),
+    );
+    // A cap below the table's delay never shortens it.
+    expect(requeueInPlace({ cause: 'claimer_unavailable', delayMs: 5000 }, false, 3, backoff)).toEqual({ kind: 'wait', delayMs: 5000 });
   });
 });

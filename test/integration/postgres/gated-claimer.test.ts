@@ -13,7 +13,8 @@ import { ClaimerUnavailableError, type ClaimResult } from '../../../src';
 import { GatedClaimer } from '../../../adapters/gated';
 import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/postgres';
 import { diagnoseRedisKey, recordKey, RedisClaimer } from '../../../adapters/redis';
-import { describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { type ClaimerFactory, describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { describeRunOnceConformance } from '../../conformance/run-once-conformance';
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { describeWithServices } from '../../support/services';
 import { connectRedis, silentLogger, uniquePrefix } from '../redis/support/redis-helpers';
@@ -35,7 +36,7 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: Redis gate, PostgreSQ
   });
   afterAll(() => redis?.disconnect());
 
-  describeClaimerConformance('GatedClaimer (RedisClaimer gate, standalone PostgresClaimer truth)', async () => {
+  const gatedFactory: ClaimerFactory = async () => {
     const f = await freshSchema('gconf');
     const faults = new ReplyFaults();
     const prefix = uniquePrefix('gated-conf');
@@ -53,7 +54,9 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: Redis gate, PostgreSQ
         await f.cleanup();
       },
     };
-  });
+  };
+  describeClaimerConformance('GatedClaimer (RedisClaimer gate, standalone PostgresClaimer truth)', gatedFactory);
+  describeRunOnceConformance('GatedClaimer (RedisClaimer gate, standalone PostgresClaimer truth)', gatedFactory);
 
   describe('with a transactional truth', () => {
     let f: InboxFixture;

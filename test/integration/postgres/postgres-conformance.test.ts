@@ -25,13 +25,15 @@ describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
   describeClaimerConformance('PostgresClaimer, platform inbox', platform);
   describeRunOnceConformance('PostgresClaimer, platform inbox', platform);
 
-  describeClaimerConformance('PostgresClaimer, tenant inbox', async () => {
+  const tenant: ClaimerFactory = async () => {
     const f = await freshSchema('conft');
     const faults = new ReplyFaults();
     const claimer = new PostgresClaimer({ pool: replyDroppingPool(f.pool, faults) }, { schema: f.schema, tenantOf: () => 't1' });
     await claimer.ready();
     return { claimer, leaseTtlMs: 1000, advance: sleep, dropNextReply: (operation) => faults.dropNext(operation), cleanup: () => f.cleanup() };
-  });
+  };
+  describeClaimerConformance('PostgresClaimer, tenant inbox', tenant);
+  describeRunOnceConformance('PostgresClaimer, tenant inbox', tenant);
 
   describe('tenants and batches', () => {
     let f: SchemaFixture;
