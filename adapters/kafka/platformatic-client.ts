@@ -104,12 +104,21 @@ let loaded: PlatformaticModule | undefined;
 let ClientMap: MapConstructor = Map;
 
 /**
- * Loads @platformatic/kafka with Node's own `require` (the package is ESM-only; Node 22.12 and
- * later load it synchronously).
+ * Checks that @platformatic/kafka can run here and is installed.
+ * @param version the Node version to check (default: this process's)
  * @throws ConfigurationError naming the Node version when it is below {@link PLATFORMATIC_NODE_RANGE},
  *   or naming the package when it is not installed
  */
-export function loadPlatformatic(version = process.version): PlatformaticModule {
+export function checkPlatformaticRuntime(version = process.version): void {
+  loadPlatformatic(version);
+}
+
+/**
+ * Loads @platformatic/kafka with Node's own `require` (the package is ESM-only; Node 22.12 and
+ * later load it synchronously). Not exported from `twophase/kafka`, so its declarations never
+ * name the package's types.
+ */
+function loadPlatformatic(version = process.version): PlatformaticModule {
   if (!nodeSupportsPlatformatic(version)) {
     throw new ConfigurationError(`${PLATFORMATIC_KAFKA} needs Node ${PLATFORMATIC_NODE_RANGE}; this process runs Node ${version}. Use kafkajs (kafkajsClient) on this Node, or upgrade Node.`);
   }

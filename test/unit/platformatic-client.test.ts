@@ -4,7 +4,7 @@
  * binary values).
  */
 import { ConfigurationError } from '../../src';
-import { headersFromEntries, headersToMap, loadPlatformatic, nodeSupportsPlatformatic } from '../../adapters/kafka/platformatic-client';
+import { headersFromEntries, headersToMap, checkPlatformaticRuntime, nodeSupportsPlatformatic } from '../../adapters/kafka/platformatic-client';
 
 describe('@platformatic/kafka binding', () => {
   test('the Node gate follows the package engines (>= 22.22.0 || >= 24.6.0)', () => {
@@ -13,8 +13,8 @@ describe('@platformatic/kafka binding', () => {
   });
 
   test('loading on an unsupported Node fails with an error naming the Node version and the package', () => {
-    expect(() => loadPlatformatic('v20.20.2')).toThrow(ConfigurationError);
-    expect(() => loadPlatformatic('v20.20.2')).toThrow(/@platformatic\/kafka needs Node >= 22\.22\.0 \|\| >= 24\.6\.0; this process runs Node v20\.20\.2/);
+    expect(() => checkPlatformaticRuntime('v20.20.2')).toThrow(ConfigurationError);
+    expect(() => checkPlatformaticRuntime('v20.20.2')).toThrow(/@platformatic\/kafka needs Node >= 22\.22\.0 \|\| >= 24\.6\.0; this process runs Node v20\.20\.2/);
   });
 
   test('headers: repeated names become arrays, binary values stay bytes, and go back as one entry per occurrence', () => {
