@@ -3,10 +3,37 @@
  * version, before the package is loaded) and the header conversion both ways (repeated names,
  * binary values).
  */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { ConfigurationError } from '../../src';
 import { headersFromEntries, headersToMap, checkPlatformaticRuntime, nodeSupportsPlatformatic } from '../../adapters/kafka/platformatic-client';
 
+const ROOT = join(__dirname, '..', '..');
+
+/** Runs `code` in a child Node (ts-node) where the packages in `blocked` cannot be resolved. */
+function runWithout(blocked: string[], code: string): { status: number | null; stdout: string; stderr: string } {
+  const child = spawnSync(process.execPath, ['-r', join(ROOT, 'test', 'support', 'block-modules.js'), '-r', 'ts-node/register/transpile-only', '-e', code], {
+    cwd: ROOT,
+    env: { ...process.env, TWOPHASE_TEST_BLOCKED_MODULES: blocked.join(',') },
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  return { status: child.status, stdout: child.stdout, stderr: child.stderr };
+}
+
+const onSupportedNode = nodeSupportsPlatformatic(process.version) ? test : test.skip;
+
 describe('@platformatic/kafka binding', () => {
+  test('importing twophase/kafka loads neither kafkajs nor @platformatic/kafka', () => {
+    const run = runWithout(['kafkajs', '@platformatic/kafka'], "const k = require('./adapters/kafka'); console.log(typeof k.KafkaSource, typeof k.platformaticClient, typeof k.kafkajsLogCreator(console))");
+    expect(run).toMatchObject({ status: 0, stdout: 'function function function\n' });
+  }, 120_000);
+
+  onSupportedNode('platformaticClient() without @platformatic/kafka installed fails with an error naming the package', () => {
+    const run = runWithout(['@platformatic/kafka'], "try { require('./adapters/kafka').platformaticClient({ clientId: 'x', bootstrapBrokers: ['127.0.0.1:9092'] }); } catch (e) { console.log(e.name + ': ' + e.message); }");
+    expect(run.stdout).toBe('ConfigurationError: @platformatic/kafka is not installed: run `npm install @platformatic/kafka` (an optional peer dependency of twophase/kafka)\n');
+  }, 120_000);
+
   test('the Node gate follows the package engines (>= 22.22.0 || >= 24.6.0)', () => {
     expect(['v20.20.2', 'v22.21.9', 'v24.5.0'].map(nodeSupportsPlatformatic)).toEqual([false, false, false]);
     expect(['v22.22.0', 'v23.1.0', 'v24.6.0', 'v25.0.0'].map(nodeSupportsPlatformatic)).toEqual([true, true, true, true]);
