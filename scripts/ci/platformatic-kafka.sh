@@ -13,6 +13,8 @@ major="${NODE_LTS_MAJOR:-24}"
 
 SUITES=(
   test/integration/kafka/kafka-clients.test.ts
+  test/conformance/kafka-source.test.ts
+  test/integration/otel/kafka-otel.test.ts
   test/unit/platformatic-client.test.ts
 )
 
