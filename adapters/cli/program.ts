@@ -6,6 +6,7 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { REPLAY_BACKENDS } from './backends';
 import { addKeysCommands } from './keys-commands';
 import { addOutboxCommands } from './outbox-commands';
+import { ConfigurationError } from '../../src';
 import { MissingPeerError } from './peer';
 import { addPostgresCommands } from './postgres-migrate';
 import { DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, replayDeadLetters } from './replay';
@@ -74,6 +75,7 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
     .option('--to-exchange <exchange>', 'send to this exchange instead of the original one')
     .option('--to-routing-key <key>', 'routing key to use with --to-exchange (default: the original)')
     .option('--to-queue <queue>', 'send straight to this queue (default exchange) instead of the original route')
+    .option('--client <name>', 'Kafka client library with --broker kafka: kafkajs or platformatic (@platformatic/kafka, Node >= 22.22)')
     .option('--queue <queue>', 'RabbitMQ: the work queue the DLQ belongs to, where messages go back (default: the DLQ name less ".dlq")')
     .option(
       '--trust-recorded-route',
@@ -86,6 +88,7 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
         source: string,
         opts: {
           broker: string;
+          client?: string;
           url?: string;
           limit?: number;
           window?: number;
@@ -106,6 +109,11 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
       }
       if (opts.toExchange !== undefined && opts.toQueue !== undefined) {
         io.stderr('error: give either --to-exchange or --to-queue, not both\n');
+        exitCode = EXIT.usage;
+        return;
+      }
+      if (opts.client !== undefined && opts.broker !== 'kafka') {
+        io.stderr(`error: --client chooses the Kafka client library; it needs --broker kafka\n`);
         exitCode = EXIT.usage;
         return;
       }
@@ -130,9 +138,10 @@ export async function runCli(args: readonly string[], context: CliContext = {}):
           toQueue: opts.toQueue,
           workQueue: opts.queue,
           trustRecordedRoute: opts.trustRecordedRoute ? true : undefined,
+          client: opts.client,
         });
       } catch (error) {
-        if (!(error instanceof MissingPeerError)) throw error;
+        if (!(error instanceof MissingPeerError) && !(error instanceof ConfigurationError)) throw error;
         io.stderr(`error: ${error.message}\n`);
         exitCode = EXIT.usage;
         return;

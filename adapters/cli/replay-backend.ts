@@ -119,4 +119,6 @@ export type ReplayBackendFactory = (options: {
   readonly workQueue?: string;
   /** Follow the route each message records (`--trust-recorded-route`). */
   readonly trustRecordedRoute?: boolean;
+  /** `--client`: the Kafka client library, `kafkajs` (default) or `platformatic` (@platformatic/kafka). */
+  readonly client?: string;
 }) => ReplayBackend | Promise<ReplayBackend>;

@@ -1,5 +1,6 @@
 /**
- * `twophase/kafka`: consume Kafka topics with a twophase consumer (kafkajs 2.x).
+ * `twophase/kafka`: consume Kafka topics with a twophase consumer (kafkajs 2.x, or
+ * @platformatic/kafka 2.x through {@link platformaticClient}).
  *
  * ```ts
  * import { Kafka } from 'kafkajs';
@@ -32,6 +33,12 @@ export { KeyedProducer, withIdempotencyKey, type KeyedMessage } from './producer
 export { HEADERS, deadLetterRecord, messageIdOf, readCount, readHeader, replayRecord, type RecordOrigin, type ReplayPlan } from './headers';
 export { ChunkRolledBackError, DeadLetterError, KafkaAdapterError, PartitionRevokedError, type KafkaErrorCode } from './errors';
 export { kafkajsClient } from './kafkajs-client';
+export {
+  platformaticClient,
+  PLATFORMATIC_NODE_RANGE,
+  type PlatformaticClientOptions,
+  type PlatformaticConnection,
+} from './platformatic-client';
 export { kafkajsLogCreator, type KafkajsLogLevel } from './kafkajs-log';
 export type {
   ClusterAdmin,

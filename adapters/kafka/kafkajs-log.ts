@@ -9,13 +9,20 @@
  * const kafka = new Kafka({ clientId: 'billing', brokers, logCreator: kafkajsLogCreator(logger, { level: 'info' }) });
  * ```
  */
-import { type logCreator, logLevel } from 'kafkajs';
+import type { logCreator } from 'kafkajs';
 import { ConfigurationError, type Logger } from '../../src';
+
+/**
+ * kafkajs's `logLevel` values (kafkajs 2.x `src/loggers/index.js`), copied so that importing
+ * `twophase/kafka` never loads kafkajs (a service on @platformatic/kafka does not install it).
+ */
+const logLevel = { NOTHING: 0, ERROR: 1, WARN: 2, INFO: 4, DEBUG: 5 } as const;
+type KafkajsLevelValue = (typeof logLevel)[keyof typeof logLevel];
 
 /** The lowest kafkajs level passed on. */
 export type KafkajsLogLevel = 'error' | 'warn' | 'info' | 'debug';
 
-const LEVELS: Readonly<Record<KafkajsLogLevel, logLevel>> = { error: logLevel.ERROR, warn: logLevel.WARN, info: logLevel.INFO, debug: logLevel.DEBUG };
+const LEVELS: Readonly<Record<KafkajsLogLevel, KafkajsLevelValue>> = { error: logLevel.ERROR, warn: logLevel.WARN, info: logLevel.INFO, debug: logLevel.DEBUG };
 
 /**
  * A kafkajs `logCreator` writing to `logger`: kafkajs ERROR → `logger.error`, WARN → `warn`,
@@ -35,7 +42,7 @@ export function kafkajsLogCreator(logger: Logger, options: { readonly level?: Ka
   if (lowest === undefined) throw new ConfigurationError(`kafkajsLogCreator: level must be 'error', 'warn', 'info' or 'debug', got ${JSON.stringify(level)}`);
   return () =>
     ({ namespace, level: entryLevel, label, log }) => {
-      if (entryLevel === logLevel.NOTHING || entryLevel > lowest) return;
+      if ((entryLevel as number) === logLevel.NOTHING || entryLevel > lowest) return;
       const { message, timestamp: _timestamp, logger: _logger, ...fields } = log as { message: string; timestamp?: string; logger?: string } & Record<string, unknown>;
       const line = `kafkajs [${namespace}] ${message}`;
       const obj = { kafkajs: { namespace, label, ...fields } };

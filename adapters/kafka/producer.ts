@@ -5,7 +5,7 @@
 import type { Kafka, Message, Producer, RecordMetadata } from 'kafkajs';
 import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, validatePublishedKey } from '../../src';
 import { checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
-import type { KafkaHeaders } from './client';
+import type { KafkaClient, KafkaHeaders, RecordProducer } from './client';
 
 /** A record to produce with its idempotency key. */
 export interface KeyedMessage {
@@ -64,28 +64,34 @@ export function withIdempotencyKey(message: KeyedMessage): Message {
  * ```
  */
 export class KeyedProducer {
-  private readonly producer: Producer;
+  private readonly producer: Producer | undefined;
+  private readonly recordProducer: RecordProducer | undefined;
   private readonly owned: boolean;
   private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
 
   /**
-   * @param dependencies `{ producer }` (a kafkajs producer the caller owns and connects) or
-   *   `{ kafka }` (a producer is created with `config`, connected by {@link KeyedProducer.connect})
+   * @param dependencies `{ producer }` (a kafkajs producer the caller owns and connects),
+   *   `{ kafka }` (a producer is created with `config`, connected by {@link KeyedProducer.connect}),
+   *   or `{ client }` (a {@link KafkaClient}, e.g. `platformaticClient(...)`: a producer is
+   *   created from it, connected by {@link KeyedProducer.connect}; `config` is not used)
    * @param config kafkajs producer settings when created here (passed to kafkajs as they are)
    * @param options `injectContext`: adds trace context to each record's headers before it is sent
    *   (for example `injectTraceHeaders` from `twophase/otel`); the `idempotency-key` header is kept
    * @throws ConfigurationError for missing dependencies or an unknown name in `dependencies` or `options`
    */
   constructor(
-    dependencies: { readonly producer: Producer } | { readonly kafka: Kafka },
+    dependencies: { readonly producer: Producer } | { readonly kafka: Kafka } | { readonly client: KafkaClient },
     config: Parameters<Kafka['producer']>[0] = {},
     options: { readonly injectContext?: (headers: Record<string, unknown>) => Record<string, unknown> } = {},
   ) {
-    if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError('KeyedProducer dependencies are required: { producer } or { kafka }');
-    checkKnownOptions('KeyedProducer dependencies', dependencies, ['producer', 'kafka']);
+    if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError('KeyedProducer dependencies are required: { producer }, { kafka } or { client }');
+    checkKnownOptions('KeyedProducer dependencies', dependencies, ['producer', 'kafka', 'client']);
     checkKnownOptions('KeyedProducer options', options, ['injectContext']);
     this.injectContext = options.injectContext;
-    if ('producer' in dependencies) {
+    if ('client' in dependencies) {
+      this.recordProducer = dependencies.client.producer({ idempotent: true });
+      this.owned = true;
+    } else if ('producer' in dependencies) {
       this.producer = dependencies.producer;
       this.owned = false;
     } else {
@@ -96,12 +102,12 @@ export class KeyedProducer {
 
   /** Connects a producer this helper created; a no-op for one passed in. */
   async connect(): Promise<void> {
-    if (this.owned) await this.producer.connect();
+    if (this.owned) await (this.recordProducer ?? this.producer)!.connect();
   }
 
   /** Disconnects a producer this helper created; a no-op for one passed in. */
   async disconnect(): Promise<void> {
-    if (this.owned) await this.producer.disconnect();
+    if (this.owned) await (this.recordProducer ?? this.producer)!.disconnect();
   }
 
   /**
@@ -124,6 +130,11 @@ export class KeyedProducer {
       const headers = (record.headers ?? {}) as Record<string, unknown>;
       return { ...record, headers: { ...inject({ ...headers }), [IDEMPOTENCY_KEY_HEADER]: headers[IDEMPOTENCY_KEY_HEADER] } as typeof record.headers };
     });
-    return this.producer.send({ topic, messages: records, acks: options.acks ?? -1, timeout: options.timeoutMs });
+    if (this.recordProducer) {
+      return this.recordProducer
+        .send({ topic, records: records.map((r) => ({ ...r, key: r.key ?? null, value: r.value ?? null, headers: r.headers as KafkaHeaders | undefined })), acks: options.acks ?? -1, timeoutMs: options.timeoutMs })
+        .then((sent) => sent.map((m) => ({ topicName: m.topic, partition: m.partition, errorCode: 0, baseOffset: m.baseOffset })));
+    }
+    return this.producer!.send({ topic, messages: records, acks: options.acks ?? -1, timeout: options.timeoutMs });
   }
 }

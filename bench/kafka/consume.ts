@@ -10,6 +10,10 @@
  *              the same with `batchCommits: true` (the commits of one event-loop turn go out as
  *              one commitMany call); `redis` keeps the default (off: each acked record commits
  *              on its own, and the Redis claimer's coalescer gathers concurrent ones under load)
+ *   raw-platformatic, memory-platformatic, redis-platformatic
+ *              the same three on @platformatic/kafka (Node >= 22.22): raw is one `consume()`
+ *              stream with its default autocommit, twophase runs on `platformaticClient()`;
+ *              their ratios are to raw-platformatic, so each client is compared with itself
  *   floor-memory, floor-redis
  *              raw plus the least claim + commit work per record, inline (see floor()): what no
  *              design that claims each key in that store can go below
@@ -23,6 +27,8 @@
  *
  *   npx ts-node --transpile-only bench/kafka/consume.ts [--messages 100000] [--runs 3]
  *   TWOPHASE_BENCH_KAFKA_MESSAGES=20000 npx ts-node --transpile-only bench/kafka/consume.ts
+ *   (Node 24) node -r ts-node/register/transpile-only bench/kafka/consume.ts --variants \
+ *     raw,memory,redis,raw-platformatic,memory-platformatic,redis-platformatic --out bench/results/kafka-clients.json
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -32,7 +38,9 @@ import { performance } from 'node:perf_hooks';
 import Redis from 'ioredis';
 import { type EachBatchHandler, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { ack, type Claimer, ConsumerBase, type Disposition, InMemoryClaimer, type Message, silentLogger } from '../../src';
-import { KafkaSource } from '../../adapters/kafka';
+import { Consumer as PlatformaticConsumer } from '@platformatic/kafka';
+import { type KafkaClient, KafkaSource } from '../../adapters/kafka';
+import { platformaticClient } from '../../adapters/kafka/platformatic-client';
 import { RedisClaimer } from '../../adapters/redis';
 import { sampleRedisServer, serverDelta } from '../support/redis-server-cost';
 import { kafkaBrokerVersion } from './broker-version';
@@ -88,6 +96,9 @@ interface RunResult {
 const args = parseArgs(process.argv.slice(2));
 const kafka = new Kafka({ clientId: 'twophase-bench', brokers: args.brokers, logLevel: logLevel.NOTHING });
 const tag = randomBytes(3).toString('hex');
+let platformaticShared: KafkaClient | undefined;
+/** The @platformatic/kafka client of the twophase variants (classic group protocol). */
+const platformatic = (): KafkaClient => (platformaticShared ??= platformaticClient({ clientId: 'twophase-bench', bootstrapBrokers: args.brokers }));
 const topic = `twophase-bench-${tag}`;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -165,6 +176,22 @@ async function raw(run: number): Promise<RunResult> {
   });
 }
 
+/** Raw @platformatic/kafka: one `consume()` stream, default autocommit, the same effect per record. */
+async function rawPlatformatic(run: number): Promise<RunResult> {
+  const effects = new Effects();
+  const consumer = new PlatformaticConsumer({ clientId: 'bench-raw-platformatic', bootstrapBrokers: args.brokers, groupId: `bench-raw-platformatic-${tag}-${run}`, maxWaitTime: 250 });
+  const started = performance.now();
+  const stream = await consumer.consume({ topics: [topic], mode: 'earliest', autocommit: true });
+  stream.on('data', (message) => {
+    const body = JSON.parse((message.value as Buffer).toString('utf8')) as { id: string };
+    effects.apply(body.id);
+  });
+  await waitDone(effects);
+  await stream.close();
+  await consumer.close(true);
+  return result(effects, started);
+}
+
 /**
  * The floor: raw eachBatch plus the least work any claim-before-effect, commit-before-offset
  * design does per record, inline with no SDK around it. `memory`: one Map lookup and two Map
@@ -221,10 +248,10 @@ class Bench extends ConsumerBase<{ id: string }> {
   }
 }
 
-async function twophase(run: number, claimer: Claimer, label: string, batchCommits?: boolean): Promise<RunResult> {
+async function twophase(run: number, claimer: Claimer, label: string, batchCommits?: boolean, client?: KafkaClient): Promise<RunResult> {
   const effects = new Effects();
   const groupId = `bench-${label}-${tag}-${run}`;
-  const source = new KafkaSource({ kafka }, { topics: [topic], groupId, fromBeginning: true, logger: silentLogger });
+  const source = new KafkaSource(client ? { client } : { kafka }, { topics: [topic], groupId, fromBeginning: true, logger: silentLogger });
   const consumer = new Bench({ name: groupId, claimer, source, logger: silentLogger, deployment: { replicas: 1 }, ...(batchCommits === undefined ? {} : { batchCommits }) }, effects);
   const started = performance.now();
   await consumer.start();
@@ -275,13 +302,15 @@ async function main(): Promise<void> {
           r = withServerCost(await floor(run, redis, prefix), serverDelta(before, await sampleRedisServer(redis)));
           await deleteKeys(redis, `${prefix}:*`);
         }
+        else if (variant === 'raw-platformatic') r = await rawPlatformatic(run);
         else if (variant === 'memory') r = await twophase(run, new InMemoryClaimer(), 'memory');
-        else if (variant === 'redis' || variant === 'redis-batched') {
+        else if (variant === 'memory-platformatic') r = await twophase(run, new InMemoryClaimer(), variant, undefined, platformatic());
+        else if (variant === 'redis' || variant === 'redis-batched' || variant === 'redis-platformatic') {
           const prefix = `twophase-bench-kafka-${tag}-${run}`;
           const claimer = new RedisClaimer({ redis, logger: silentLogger }, { prefix });
           await claimer.ready();
           const before = await sampleRedisServer(redis);
-          r = await twophase(run, claimer, variant, variant === 'redis-batched' ? true : undefined);
+          r = await twophase(run, claimer, variant, variant === 'redis-batched' ? true : undefined, variant === 'redis-platformatic' ? platformatic() : undefined);
           r = withServerCost(r, serverDelta(before, await sampleRedisServer(redis)));
           r = { ...r, redisOpsPerCall: Number((claimer.stats.operations / claimer.stats.scriptCalls).toFixed(1)) };
           await claimer.close();
@@ -302,7 +331,11 @@ async function main(): Promise<void> {
     await admin.disconnect();
   }
   const medians = Object.fromEntries(Object.entries(results).map(([v, rs]) => [v, median(rs.map((r) => r.msgsPerSec))]));
-  const ratio = (v: string) => (medians.raw && medians[v] ? Number((medians[v]! / medians.raw).toFixed(3)) : undefined);
+  // Each client's variants are compared with that client's own raw consumer.
+  const rawOf = (v: string) => (v.endsWith('-platformatic') ? 'raw-platformatic' : 'raw');
+  const ratio = (v: string) => (medians[rawOf(v)] && medians[v] ? Number((medians[v]! / medians[rawOf(v)]!).toFixed(3)) : undefined);
+  const cpuMedians = Object.fromEntries(Object.entries(results).map(([v, rs]) => [v, median(rs.map((r) => r.cpuUsPerMsg))]));
+  const addedCpu = (v: string) => (cpuMedians[v] !== undefined && cpuMedians[rawOf(v)] !== undefined ? Number((cpuMedians[v]! - cpuMedians[rawOf(v)]!).toFixed(2)) : undefined);
   const summary = {
     benchmark: 'kafka',
     date: new Date().toISOString(),
@@ -313,6 +346,7 @@ async function main(): Promise<void> {
       totalMemGiB: Math.round(totalmem() / 1024 ** 3),
       node: process.version,
       kafkajs: '2.2.4',
+      platformaticKafka: args.variants.some((v) => v.endsWith('-platformatic')) ? '2.12.1' : undefined,
       kafka: `${kafkaBrokerVersion(Number(args.brokers[0]?.split(':').pop())) ?? 'unknown version'} (single KRaft node on loopback, same machine)`,
       loadAverage1_5_15: { before: loadBefore, after: loadavg().map((l) => Number(l.toFixed(2))) },
     },
@@ -328,7 +362,7 @@ async function main(): Promise<void> {
       measured: 'first record received → last effect applied; group join excluded (joinMs)',
     },
     results: Object.fromEntries(
-      Object.entries(results).map(([v, rs]) => [v, { medianMsgsPerSec: medians[v], ratioToRaw: v === 'raw' ? 1 : ratio(v), runs: rs }]),
+      Object.entries(results).map(([v, rs]) => [v, { medianMsgsPerSec: medians[v], ratioToRaw: v === rawOf(v) ? 1 : ratio(v), medianCpuUsPerMsg: cpuMedians[v], addedCpuUsPerMsg: v === rawOf(v) ? 0 : addedCpu(v), runs: rs }]),
     ),
     goals: {
       memory: { goal: '≥ 0.97 × raw', ratio: ratio('memory'), floorRatio: ratio('floor-memory') },
@@ -338,7 +372,9 @@ async function main(): Promise<void> {
   mkdirSync(join(args.out, '..'), { recursive: true });
   writeFileSync(args.out, `${JSON.stringify(summary, null, 2)}\n`);
   console.log('');
-  for (const v of Object.keys(results)) console.log(`${v.padEnd(12)} median ${String(medians[v]).padStart(7)} msg/s  ratio ${v === 'raw' ? '1.000' : String(ratio(v))}`);
+  for (const v of Object.keys(results)) {
+    console.log(`${v.padEnd(20)} median ${String(medians[v]).padStart(7)} msg/s  ratio to ${rawOf(v)} ${v === rawOf(v) ? '1.000' : String(ratio(v))}  Node CPU ${cpuMedians[v]} µs/record (added ${v === rawOf(v) ? 0 : addedCpu(v)})`);
+  }
   console.log(`written to ${args.out}`);
 }
 

@@ -54,7 +54,7 @@ const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetr
 /** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
 const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */
-const PEER_CLIENTS = ['ioredis', 'amqplib', 'kafkajs', 'pg', '@opentelemetry/api'];
+const PEER_CLIENTS = ['ioredis', 'amqplib', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api'];
 /** Type packages a user installs beside a peer client that ships no types of its own (pg). */
 const PEER_TYPES = ['@types/pg'];
 

@@ -1,17 +1,20 @@
 /**
- * The source conformance suite against KafkaSource on the shared broker (127.0.0.1:9092): one
- * fresh single-partition topic (and its `.dlq`) per test, one consumer group per test.
+ * The source conformance suite against KafkaSource on the shared broker (127.0.0.1:9092), once per
+ * Kafka client (test/integration/kafka/support/clients.ts): one fresh single-partition topic (and
+ * its `.dlq`) per test, one consumer group per test. Topics are made, written and read back with
+ * kafkajs (test infrastructure); the source under test runs on the row's client.
  */
 import type { Producer } from 'kafkajs';
-import { HEADERS, type KafkaSource } from '../../adapters/kafka';
-import type { MessageSource } from '../../src';
-import { fastSource, FAST_GROUP, makeKafka, TopicFixture, unique } from '../integration/kafka/support/kafka-helpers';
-import { describeWithServices } from '../support/services';
+import { HEADERS, KafkaSource } from '../../adapters/kafka';
+import { type MessageSource, silentLogger } from '../../src';
+import { clients, describeEachClient } from '../integration/kafka/support/clients';
+import { FAST_GROUP, makeKafka, TopicFixture, unique } from '../integration/kafka/support/kafka-helpers';
 import { waitFor } from '../support/wait';
 import { describeSourceConformance, type ReadDeadLetter } from './source-conformance';
 
-describeWithServices(['kafka'], 'KafkaSource conformance on 127.0.0.1:9092', () => {
+describeEachClient(['kafka'], 'KafkaSource conformance on 127.0.0.1:9092', clients, (row) => {
   const kafka = makeKafka('twophase-source-conformance');
+  const client = row.make(`twophase-source-conformance-${row.name}`);
   let producer: Producer;
   beforeAll(async () => {
     producer = kafka.producer();
@@ -50,7 +53,7 @@ describeWithServices(['kafka'], 'KafkaSource conformance on 127.0.0.1:9092', () 
     const groupId = unique('src-conf-group');
     const groups = [groupId];
     return {
-      createSource: () => fastSource(kafka, { topics: [topic], groupId }),
+      createSource: () => new KafkaSource({ client }, { topics: [topic], groupId, fromBeginning: true, commitIntervalMs: 200, logger: silentLogger, consumer: { ...FAST_GROUP } }),
       publish: async (body) => {
         await producer.send({ topic, messages: [{ value: body }] });
       },

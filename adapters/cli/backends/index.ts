@@ -4,6 +4,8 @@
  * kafkajs can still run `twophase dlq replay --broker rabbitmq`, `twophase --version` and the
  * other commands. A Kafka backend registers here the same way.
  */
+import { ConfigurationError } from '../../../src';
+import type { KafkaClient } from '../../kafka';
 import { importPeer } from '../peer';
 import type { ReplayBackendFactory } from '../replay-backend';
 
@@ -24,7 +26,20 @@ export const REPLAY_BACKENDS: Readonly<Record<string, ReplayBackendFactory>> = {
     });
   },
   kafka: async (options) => {
-    const { KafkaReplayBackend } = await importPeer('kafkajs', 'twophase dlq replay --broker kafka', () => import('./kafka'));
-    return new KafkaReplayBackend({ url: options.url, toTopic: options.toQueue, toExchange: options.toExchange, workQueue: options.workQueue, trustRecordedRoute: options.trustRecordedRoute });
+    const library = options.client ?? 'kafkajs';
+    const { KafkaReplayBackend, kafkaBrokers } = await import('./kafka');
+    const { kafkajsClient, platformaticClient } = await import('../../kafka');
+    const brokers = kafkaBrokers(options.url);
+    let client: KafkaClient;
+    if (library === 'platformatic') {
+      await importPeer('@platformatic/kafka', 'twophase dlq replay --broker kafka --client platformatic', () => Promise.resolve(require.resolve('@platformatic/kafka')));
+      client = platformaticClient({ clientId: 'twophase-cli', bootstrapBrokers: brokers, retries: 3 });
+    } else if (library === 'kafkajs') {
+      const { Kafka, logLevel } = await importPeer('kafkajs', 'twophase dlq replay --broker kafka', () => import('kafkajs'));
+      client = kafkajsClient(new Kafka({ clientId: 'twophase-cli', brokers, logLevel: logLevel.NOTHING, retry: { retries: 3 } }));
+    } else {
+      throw new ConfigurationError(`unknown --client "${library}" (known: kafkajs, platformatic)`);
+    }
+    return new KafkaReplayBackend({ client, toTopic: options.toQueue, toExchange: options.toExchange, workQueue: options.workQueue, trustRecordedRoute: options.trustRecordedRoute });
   },
 };

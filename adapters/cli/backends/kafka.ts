@@ -19,14 +19,12 @@
  * variable) is ignored. `--to-queue <topic>` sends every record to that topic instead of its
  * original one; `--to-exchange` has no meaning for Kafka and is refused.
  */
-import { Kafka, logLevel } from 'kafkajs';
 import {
   type ClusterAdmin,
   type FetchedBatch,
   type GroupConsumer,
   HEADERS,
   type KafkaClient,
-  kafkajsClient,
   type KafkaRecord,
   readCount,
   readHeader,
@@ -57,8 +55,11 @@ export interface KafkaReplayOptions {
   readonly groupId?: string;
   /** How long `next` waits for the next record before giving up, ms. Default 30 000. */
   readonly fetchTimeoutMs?: number;
-  /** A client to use instead of creating one from `url` (tests, embedding). */
-  readonly client?: KafkaClient;
+  /**
+   * The client (kafkajs through `kafkajsClient`, @platformatic/kafka through `platformaticClient`).
+   * The CLI builds it from `--client` and {@link kafkaBrokers}.
+   */
+  readonly client: KafkaClient;
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
@@ -93,6 +94,14 @@ export function parseBrokers(url: string | undefined): string[] | undefined {
   return list.length > 0 ? list : undefined;
 }
 
+/**
+ * The broker list of a run: `--url`, else `$TWOPHASE_KAFKA_BROKERS`, else 127.0.0.1:9092.
+ * @throws Error naming the broker when an entry is not `host:port`
+ */
+export function kafkaBrokers(url: string | undefined, env: Readonly<Record<string, string | undefined>> = process.env): string[] {
+  return parseBrokers(url) ?? parseBrokers(env[KAFKA_BROKERS_ENV]) ?? [DEFAULT_KAFKA_BROKERS];
+}
+
 /** Kafka implementation of {@link ReplayBackend}. */
 export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   readonly name = 'kafka';
@@ -117,20 +126,14 @@ export class KafkaReplayBackend implements ReplayBackend<KafkaItem> {
   private removedSinceCommit = 0;
   private readonly refused: Error | undefined;
 
-  constructor(private readonly options: KafkaReplayOptions = {}) {
+  constructor(private readonly options: KafkaReplayOptions) {
     if (options.toExchange !== undefined) this.refused = new Error('--to-exchange has no meaning for Kafka; use --to-queue <topic> to send every record to one topic');
     else if (options.workQueue !== undefined || options.trustRecordedRoute === true) {
       this.refused = new Error(
         `${options.workQueue !== undefined ? '--queue' : '--trust-recorded-route'} has no meaning for Kafka: a record goes back to the topic twophase recorded when it dead-lettered it; use --to-queue <topic> to send every record to one topic`,
       );
     }
-    if (options.client) {
-      this.client = options.client;
-    } else {
-      const env = options.env ?? process.env;
-      const brokers = parseBrokers(options.url) ?? parseBrokers(env[KAFKA_BROKERS_ENV]) ?? [DEFAULT_KAFKA_BROKERS];
-      this.client = kafkajsClient(new Kafka({ clientId: 'twophase-cli', brokers, logLevel: logLevel.NOTHING, retry: { retries: 3 } }));
-    }
+    this.client = options.client;
   }
 
   async open(source: string, context?: ReplayOpenContext): Promise<{ available: number }> {

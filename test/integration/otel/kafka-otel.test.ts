@@ -1,19 +1,21 @@
 /**
  * OpenTelemetry on the real Kafka broker: a traced produce through the producer helper (with
  * `injectContext`) and a consume yield a process span whose parent is the producer's span, with
- * the baggage readable in the handler (scenario S25(b): Kafka headers arrive as Buffers).
+ * the baggage readable in the handler (scenario S25(b): Kafka headers arrive as Buffers). Once per
+ * Kafka client (test/integration/kafka/support/clients.ts); the offset attribute comes from the
+ * client's offset (a bigint on @platformatic/kafka).
  */
 import { context, propagation, SpanKind, trace } from '@opentelemetry/api';
-import { type Kafka, Partitioners } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import { ack, ConsumerBase, type Disposition, InMemoryClaimer, silentLogger } from '../../../src';
-import { KeyedProducer } from '../../../adapters/kafka';
+import { KafkaSource, KeyedProducer } from '../../../adapters/kafka';
 import { createOtelObserver, injectTraceHeaders } from '../../../adapters/otel';
-import { describeWithServices } from '../../support/services';
 import { installOtel, type OtelHarness, spansNamed } from '../../unit/otel/otel-harness';
-import { fastSource, makeKafka, TopicFixture, unique } from '../kafka/support/kafka-helpers';
+import { clients, describeEachClient } from '../kafka/support/clients';
+import { FAST_GROUP, makeKafka, TopicFixture, unique } from '../kafka/support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 
-describeWithServices(['kafka'], 'OpenTelemetry on the real Kafka broker', () => {
+describeEachClient(['kafka'], 'OpenTelemetry on the real Kafka broker', clients, (row) => {
   let otel: OtelHarness;
   let kafka: Kafka;
   let topics: TopicFixture;
@@ -31,9 +33,9 @@ describeWithServices(['kafka'], 'OpenTelemetry on the real Kafka broker', () => 
 
   test('S25(b): traced produce → consume: the process span is a child of the producer span; baggage reaches the handler', async () => {
     const topic = await topics.create('otel', 1);
-    const raw = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
-    await raw.connect();
-    const producer = new KeyedProducer({ producer: raw }, {}, { injectContext: injectTraceHeaders });
+    const client = row.make(`twophase-otel-${row.name}`);
+    const producer = new KeyedProducer({ client }, {}, { injectContext: injectTraceHeaders });
+    await producer.connect();
     const baggage: (string | undefined)[] = [];
     class Traced extends ConsumerBase<unknown> {
       async handle(): Promise<Disposition> {
@@ -44,7 +46,7 @@ describeWithServices(['kafka'], 'OpenTelemetry on the real Kafka broker', () => 
     const consumer = new Traced({
       name: 'otel-kafka',
       claimer: new InMemoryClaimer(),
-      source: fastSource(kafka, { topics: [topic], groupId: unique('otel-group') }),
+      source: new KafkaSource({ client }, { topics: [topic], groupId: unique('otel-group'), fromBeginning: true, logger: silentLogger, consumer: { ...FAST_GROUP } }),
       logger: silentLogger,
       observers: [createOtelObserver()],
     });
@@ -71,11 +73,13 @@ describeWithServices(['kafka'], 'OpenTelemetry on the real Kafka broker', () => 
         'messaging.destination.name': topic,
         'messaging.operation.type': 'process',
         'twophase.outcome': 'committed',
+        'messaging.destination.partition.id': '0',
+        'kafka.offset': 0,
       });
       expect(baggage).toEqual(['acme']);
     } finally {
       await consumer.stop();
-      await raw.disconnect();
+      await producer.disconnect();
     }
   });
 });
