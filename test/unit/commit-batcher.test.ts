@@ -164,8 +164,7 @@ describe('batchCommits on a consumer', () => {
     expect(results.map((r) => r.outcome)).toEqual(['committed', 'commit_failed', 'committed']);
     expect(results.map((r) => r.action)).toEqual(['ack', 'ack', 'ack']);
     expect(endedAt.a!).toBeLessThan(100);
-    // b retried with backoff (50 ms, then 100 ms, …) and gave up within its deadline.
-    expect(endedAt.b!).toBeGreaterThanOrEqual(140);
+    // b retried with backoff (50 ms, then 100 ms, …, each with jitter) and gave up within its deadline.
     expect(endedAt.b!).toBeLessThan(300 + 200);
     // The first batch carried all three; every retry carried b alone.
     expect(claimer.batches[0]).toEqual(['test:a', 'test:b', 'test:c']);
