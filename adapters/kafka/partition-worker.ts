@@ -23,21 +23,23 @@
  * the chunk's transaction, so a member's commit resolves once recorded, its handler slot frees and
  * its `handled` moment comes; the member's ack then waits for the chunk's COMMIT
  * (RecordSettler.ack) while the worker runs the next member — the COMMIT needs every member, so
- * waiting for each member's ack in turn would deadlock. No record after the chunk is dispatched before the chunk ended
- * (endChunk). When it rolled back (a member failed, was rejected or dropped, or COMMIT failed),
+ * waiting for each member's ack in turn would deadlock. No record after the chunk is dispatched
+ * before the chunk ended (endChunk). When it rolled back (a member failed, was rejected or dropped, or COMMIT failed),
  * its members not settled yet run again from the first, one by one, each claimed on its own
  * (its own transaction), so a poison record cannot block the chunk forever.
  *
  * The jobs live one a file: record-queue.ts (the queue and its settled prefix), claim-ahead.ts,
- * shared-chunk.ts, record-settler.ts (a record's settler and fate), record-dispatch.ts (one
- * dispatch, its fate through one channel), record-delivery.ts (record → Delivery). What to do with
- * a requeue is decided by the core's in-place rows (settlement-table.ts `requeueInPlace`).
+ * shared-chunk.ts, pipelined-commits.ts, record-settler.ts (a record's settler and fate),
+ * record-dispatch.ts (one dispatch, its fate through one channel), record-delivery.ts (record →
+ * Delivery). What to do with a requeue is decided by the core's in-place rows
+ * (settlement-table.ts `requeueInPlace`).
  */
 import { performance } from 'node:perf_hooks';
 import type { BackoffPolicy, Delivery, Logger, RejectInfo } from '../../src';
 import { type DeliverySink, requeueInPlace, type Semaphore, sleep, UNSETTLED_RETRY_MS } from '../../src/adapter-kit';
 import { ClaimAhead, type ClaimAheadRecords } from './claim-ahead';
 import type { KafkaRecord } from './client';
+import { PipelinedCommits } from './pipelined-commits';
 import { type DispatchOutcome, dispatchRecord } from './record-dispatch';
 import { recordDelivery } from './record-delivery';
 import { type QueuedRecord, RecordQueue } from './record-queue';
@@ -72,9 +74,6 @@ export interface WorkerHost {
   count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace' | 'repeatedSettlesIgnored' | 'chunkRollbacks'): void;
 }
 
-/** Records per partition whose commit is in flight while later records run. */
-const MAX_PIPELINED = 256;
-
 /** Sequential pipeline of one partition in one group generation. */
 export class PartitionWorker {
   /** The last offset committed for this worker. */
@@ -89,9 +88,8 @@ export class PartitionWorker {
   private readonly records: ClaimAheadRecords;
   /** The record being dispatched now (not pipelined), if any. */
   private current: QueuedRecord | undefined;
-  /** Dispatches that woke the worker early and have not ended yet. */
-  private pipelined = 0;
-  private pipelineWaiter: (() => void) | undefined;
+  /** Dispatches that woke the worker early and whose commit has not ended yet. */
+  private readonly commits = new PipelinedCommits();
   private stopReason: StopReason | undefined;
   private readonly stopController = new AbortController();
   private readonly revokeController = new AbortController();
@@ -211,13 +209,7 @@ export class PartitionWorker {
       this.stop('revoked');
     }
     // Done means every commit in flight ended too, so the final committable offset is known.
-    while (this.pipelined > 0) await this.pipelineDrained();
-  }
-
-  private pipelineDrained(): Promise<void> {
-    return new Promise((resolve) => {
-      this.pipelineWaiter = resolve;
-    });
+    await this.commits.drained();
   }
 
   private async next(): Promise<QueuedRecord | undefined> {
@@ -280,12 +272,12 @@ export class PartitionWorker {
       this.claims.observe(performance.now() - startedAt);
       if (outcome.pipelined) {
         // Handled and committing: move on; the commit's end settles the record later.
-        this.pipelined++;
+        this.commits.started();
         void outcome.fate.then((fate) => this.pipelineEnded(item, fate));
         queue.cursor++;
         this.unavailableStreak = 0;
         // Members of an open chunk end only with its COMMIT, which needs the next members.
-        if (this.pipelined >= MAX_PIPELINED && !this.chunk.current) await this.pipelineDrained();
+        if (this.commits.full && !this.chunk.current) await this.commits.nextEnd();
         return;
       }
       const fate = outcome.fate;
@@ -311,14 +303,14 @@ export class PartitionWorker {
       if (this.stopped) return;
       const requeue = fate.kind === 'requeue' ? fate : undefined;
       const streak = requeue?.cause === 'claimer_unavailable' ? this.unavailableStreak + 1 : 0;
-      const step = requeueInPlace(requeue, this.pipelined > 0, streak, this.host.unavailableBackoff);
+      const step = requeueInPlace(requeue, this.commits.inFlight > 0, streak, this.host.unavailableBackoff);
       if (step.kind === 'leave') return;
       if (step.kind === 'after_own_commits') {
         // Most likely held by this very worker: an earlier record with the same key whose commit
         // is still in flight. An open chunk holding the key commits only after its later members
         // ran: end it first (rolled back, its records run again one by one from the first).
         if (this.chunk.current && (await this.endChunk(0))) return;
-        while (this.pipelined > 0) await this.pipelineDrained();
+        await this.commits.drained();
         if (this.stopped) return;
         this.host.count('requeuedInPlace');
         continue;
@@ -337,7 +329,6 @@ export class PartitionWorker {
   /** The end of a dispatch that woke the worker early (its commit ended). */
   private pipelineEnded(item: QueuedRecord, fate: RecordFate): void {
     try {
-      this.pipelined--;
       this.host.dispatchEnded();
       if (fate.kind === 'ack') {
         this.settled(item);
@@ -357,9 +348,7 @@ export class PartitionWorker {
       this.host.logger.error({ err: bug, topic: this.topic, partition: this.partition }, 'twophase/kafka: settling a pipelined record failed; the partition stops here');
       this.stop('revoked');
     } finally {
-      const waiter = this.pipelineWaiter;
-      this.pipelineWaiter = undefined;
-      waiter?.();
+      this.commits.ended();
     }
   }
 
@@ -406,7 +395,7 @@ export class PartitionWorker {
       if (item.chunk === chunk) this.claims.drop(item, true);
     }
     const committed = await chunk.outcome;
-    while (this.pipelined > 0) await this.pipelineDrained();
+    await this.commits.drained();
     this.chunk.ended(chunk);
     let first: number | undefined;
     for (let i = queue.head; i < queue.items.length; i++) {

@@ -427,6 +427,45 @@ describe('KafkaSource on a fake client', () => {
     expect(client.committedOffsets('orders', 0)).toEqual([]);
   });
 
+  test.each([
+    ['partitionConcurrency 1 below the consumer concurrency 4: one partition dispatches at a time', 1, 1],
+    ['no partitionConcurrency: the consumer concurrency is the one bound, both partitions dispatch at once', undefined, 2],
+  ])('%s', async (_name, partitionConcurrency, expectedMax) => {
+    const kafka = new FakeKafka(['orders', 'orders.dlq']);
+    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10, ...(partitionConcurrency === undefined ? {} : { partitionConcurrency }) });
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const held: Array<() => void> = [];
+    const sink: DeliverySink = {
+      submit: (delivery) => settledSubmission(sink.dispatch(delivery)),
+      dispatch: async (delivery: Delivery) => {
+        maxInFlight = Math.max(maxInFlight, ++inFlight);
+        await new Promise<void>((resolve) => held.push(resolve));
+        inFlight--;
+        await delivery.settler.ack({ duplicate: false });
+        return { action: 'ack' as const, outcome: 'committed' as const, handled: true, durationMs: 0 };
+      },
+      claimBatch: async (deliveries: readonly Delivery[]) => deliveries.map(() => ({ kind: 'skipped' as const })),
+    };
+    await source.start(sink, { concurrency: 4 });
+    const client = kafka.consumers[0]!;
+    client.join({ orders: [0, 1] });
+    await client.deliver('orders', 0, [0]);
+    await client.deliver('orders', 1, [0]);
+    let released = 0;
+    while (released < 2) {
+      await waitFor(() => held.length > 0, { what: `dispatch ${released + 1} of 2` });
+      if (expectedMax === 2 && released === 0) await waitFor(() => held.length === 2, { what: 'both partitions in flight at once' });
+      for (const release of held.splice(0)) {
+        release();
+        released++;
+      }
+    }
+    await waitFor(() => client.committedOffsets('orders', 0).includes('1') && client.committedOffsets('orders', 1).includes('1'), { what: 'both records committed' });
+    expect(maxInFlight).toBe(expectedMax);
+    await source.close();
+  });
+
   test('graceful stop pauses everything, finishes the in-flight record, commits it, and disconnects', async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));

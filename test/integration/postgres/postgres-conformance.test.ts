@@ -35,6 +35,22 @@ describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
   describeClaimerConformance('PostgresClaimer, tenant inbox', tenant);
   describeRunOnceConformance('PostgresClaimer, tenant inbox', tenant);
 
+  // In transactional mode the lease is the claim's open transaction; runOnce always ends it.
+  describeRunOnceConformance('PostgresClaimer, transactional inbox', async () => {
+    const f = await freshSchema('conftx');
+    const claimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' });
+    await claimer.ready();
+    return {
+      claimer,
+      leaseTtlMs: 1000,
+      advance: sleep,
+      dropNextReply: () => {
+        throw new Error('not used by the runOnce suite');
+      },
+      cleanup: () => f.cleanup(),
+    };
+  }, { abandonedRun: false });
+
   describe('tenants and batches', () => {
     let f: SchemaFixture;
     const opts = { leaseTtlMs: 5000, doneTtlMs: 60_000 };
