@@ -513,6 +513,29 @@ function splitKey(k: string): [string, number] {
   return [k.slice(0, at), Number(k.slice(at + 1))];
 }
 
+/** The first broker error in `error`, its aggregate members or causes, that the client will not retry. */
+function refusalIn(error: unknown, depth = 0): { apiId: string } | undefined {
+  if (!error || typeof error !== 'object' || depth > 5) return undefined;
+  const e = error as { apiId?: unknown; canRetry?: unknown; errors?: unknown; cause?: unknown };
+  if (typeof e.apiId === 'string' && e.canRetry === false) return { apiId: e.apiId };
+  for (const inner of Array.isArray(e.errors) ? e.errors : []) {
+    const found = refusalIn(inner, depth + 1);
+    if (found) return found;
+  }
+  return refusalIn(e.cause, depth + 1);
+}
+
+/**
+ * The client's error, marked as the adapter reads kafkajs errors: `retriable: false` and `type`
+ * (the broker's error name, e.g. MESSAGE_TOO_LARGE) when the broker refused for good.
+ */
+function withRefusal(error: unknown): unknown {
+  const refusal = refusalIn(error);
+  // Not `instanceof Error`: under a test runner the client's errors come from another V8 context.
+  if (!refusal || typeof error !== 'object' || error === null) return error;
+  return Object.assign(error, { retriable: false, type: refusal.apiId });
+}
+
 class PlatformaticRecordProducer implements RecordProducer {
   constructor(private readonly producer: PlatformaticProducer<Buffer, Buffer, Buffer, Buffer>) {}
 
@@ -532,6 +555,8 @@ class PlatformaticRecordProducer implements RecordProducer {
         timestamp: r.timestamp === undefined ? undefined : BigInt(r.timestamp),
         headers: headersToMap(r.headers),
       })),
+    }).catch((error: unknown) => {
+      throw withRefusal(error);
     });
     return (result.offsets ?? []).map((o) => ({ topic: o.topic, partition: o.partition, baseOffset: o.offset.toString() }));
   }

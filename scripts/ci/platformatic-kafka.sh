@@ -13,6 +13,10 @@ major="${NODE_LTS_MAJOR:-24}"
 
 SUITES=(
   test/integration/kafka/kafka-clients.test.ts
+  test/integration/kafka/kafka-consumer.test.ts
+  test/integration/kafka/kafka-keys.test.ts
+  test/integration/kafka/kafka-batched-commit.test.ts
+  test/integration/kafka/kafka-group.test.ts
   test/conformance/kafka-source.test.ts
   test/integration/otel/kafka-otel.test.ts
   test/unit/platformatic-client.test.ts

@@ -21,7 +21,8 @@ function runWithout(blocked: string[], code: string): { status: number | null; s
   return { status: child.status, stdout: child.stdout, stderr: child.stderr };
 }
 
-const onSupportedNode = nodeSupportsPlatformatic(process.version) ? test : test.skip;
+/** Runs where @platformatic/kafka can; elsewhere skipped, except under CI when no Node 24 step follows (then it fails). */
+const onSupportedNode = nodeSupportsPlatformatic(process.version) || (process.env.CI && process.env.TWOPHASE_PLATFORMATIC_ON_NODE24 !== '1') ? test : test.skip;
 
 describe('@platformatic/kafka binding', () => {
   test('importing twophase/kafka loads neither kafkajs nor @platformatic/kafka', () => {

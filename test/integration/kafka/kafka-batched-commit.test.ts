@@ -4,12 +4,13 @@
  * no Kafka offset is committed past a record before that record's claim commit was confirmed.
  */
 import type { CommitManyEntry, CommitRequest } from '../../../src';
-import { describeWithServices } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { gate, waitFor } from '../../support/wait';
 import { applying, EffectLog, fastSource, keyedProducer, kafkaSuite, messages, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: batched claim commits with the Redis claimer', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: batched claim commits with the Redis claimer', clients, (row) => {
   const { kafka, topics, redis, consumers } = kafkaSuite('twophase-batched-commit-suite');
+  const client = row.make(`twophase-batched-commit-suite-${row.name}`);
 
   beforeAll(async () => {
     await topics.connect();
@@ -45,7 +46,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: batched claim commits w
     };
 
     const log = new EffectLog();
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const events = recordEvents(source);
     // Each offset commit, with the claim commits confirmed when it was made.
     const offsetCommits: Array<{ offset: number; confirmed: Set<string> }> = [];

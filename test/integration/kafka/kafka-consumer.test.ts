@@ -7,12 +7,13 @@ import { ConfigResourceTypes, type IHeaders, type Kafka } from 'kafkajs';
 import { ack, PermanentError, RetryableError, silentLogger } from '../../../src';
 import { runCli } from '../../../adapters/cli';
 import { HEADERS, type KafkaSourceEvent, readHeader } from '../../../adapters/kafka';
-import { describeWithServices } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { applying, BROKERS, EffectLog, fastSource, keyedProducer, kafkaSuite, messages, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redis claimer', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: consuming with the Redis claimer', clients, (row) => {
   const { kafka, topics, redis, consumers } = kafkaSuite('twophase-consumer-suite');
+  const client = row.make(`twophase-consumer-suite-${row.name}`);
 
   beforeAll(async () => {
     await topics.connect();
@@ -33,7 +34,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     await close();
 
     const log = new EffectLog();
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer('dup'), source, busyRequeueDelayMs: 100 }, applying(log));
     consumers.push(consumer);
     await consumer.start();
@@ -62,7 +63,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     const failedOnce = new Set<string>();
     let concurrent = 0;
     let maxConcurrent = 0;
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const consumer = new TestConsumer(
       { name: groupId, claimer: await redis.claimer('order'), source, retryBackoff: { initialDelayMs: 50, maxDelayMs: 50, jitter: 0 } },
       async (message, context) => {
@@ -112,7 +113,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     let fixed = false;
     const claimer = await redis.claimer('poison');
     const makeConsumer = () => {
-      const source = fastSource(kafka, { topics: [topic], groupId });
+      const source = fastSource(client, { topics: [topic], groupId });
       const events = recordEvents(source);
       const consumer = new TestConsumer(
         { name: groupId, claimer, source, maxAttempts: 3, retryBackoff: { initialDelayMs: 20, maxDelayMs: 20, jitter: 0 } },
@@ -198,7 +199,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     const errors: string[] = [];
     const logger = { ...silentLogger, error: (_o: object, msg?: string) => void errors.push(msg ?? '') };
     const log = new EffectLog();
-    const source = fastSource(kafka, { topics: [topic], groupId, logger, deadLetterBackoff: { initialDelayMs: 50, maxDelayMs: 200 } });
+    const source = fastSource(client, { topics: [topic], groupId, logger, deadLetterBackoff: { initialDelayMs: 50, maxDelayMs: 200 } });
     const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer('dlq-refuse'), source }, async (message, context) => {
       if (message.body.poison) throw new PermanentError('cannot handle this one');
       return applying(log)(message, context);
@@ -229,7 +230,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     const log = new EffectLog();
     let broken = true;
     const attempts: number[] = [];
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const events = recordEvents(source);
     // Guard: every committed offset covers only records whose effect was applied.
     const violations: string[] = [];
@@ -277,7 +278,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     const calls: Array<{ partition: number; at: number }> = [];
     let thrown = false;
     const claimer = await redis.claimer('s12');
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const pauses: Array<{ type: string; partition: number; at: number }> = [];
     source.on((e) => {
       if ((e.type === 'paused' || e.type === 'resumed') && e.partition === 0) pauses.push({ type: e.type, partition: e.partition, at: Date.now() });
@@ -314,7 +315,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: consuming with the Redi
     // committed claim, skipped as a duplicate, and the effect stays applied once.
     const admin = await topics.connect();
     await admin.resetOffsets({ groupId, topic, earliest: true });
-    const again = new TestConsumer({ name: groupId, claimer, source: fastSource(kafka, { topics: [topic], groupId }) }, applying(log));
+    const again = new TestConsumer({ name: groupId, claimer, source: fastSource(client, { topics: [topic], groupId }) }, applying(log));
     consumers.push(again);
     await again.start();
     await waitFor(() => again.count('done_duplicate') === 40 && topics.fullyCommitted(groupId, topic), { what: 'all 40 re-received as duplicates', timeoutMs: 30_000 });

@@ -6,13 +6,14 @@
  */
 import { ack } from '../../../src';
 import type { KafkaSource } from '../../../adapters/kafka';
-import { describeWithServices } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { EffectLog, fastSource, keyedProducer, kafkaSuite, messages, ownershipGuard, TestConsumer, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 import { uniquePrefix } from '../redis/support/redis-helpers';
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership changes', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: group membership changes', clients, (row) => {
   const { kafka, topics, redis, consumers } = kafkaSuite('twophase-group-suite');
+  const client = row.make(`twophase-group-suite-${row.name}`);
 
   test('members 2 → 3 → 1 while producing: nothing lost, exactly one effect per key, no commit of a partition not owned', async () => {
     const topic = await topics.create('group', 6);
@@ -20,7 +21,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership change
     const log = new EffectLog();
     const prefix = uniquePrefix('kafka-group');
     const member = async (label: string): Promise<{ consumer: TestConsumer; source: KafkaSource }> => {
-      const source = fastSource(kafka, { topics: [topic], groupId });
+      const source = fastSource(client, { topics: [topic], groupId });
       const guard = ownershipGuard(source);
       const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer(`group-${label}`, { prefix }), source, busyRequeueDelayMs: 100, leaseTtlMs: 3000 }, async (message, context) => {
         await new Promise((resolve) => setTimeout(resolve, message.body.seq % 4));
@@ -92,8 +93,8 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: group membership change
       return ack();
     };
     const handlerStarted: string[] = [];
-    const sourceA = fastSource(kafka, { topics: [topic], groupId });
-    const sourceB = fastSource(kafka, { topics: [topic], groupId });
+    const sourceA = fastSource(client, { topics: [topic], groupId });
+    const sourceB = fastSource(client, { topics: [topic], groupId });
     const guardA = ownershipGuard(sourceA);
     const guardB = ownershipGuard(sourceB);
     // Two claimers (two Redis clients), one namespace: what two processes of one group share.

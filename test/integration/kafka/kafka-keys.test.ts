@@ -7,7 +7,7 @@ import { type IHeaders, type Kafka, Partitioners } from 'kafkajs';
 import { ack } from '../../../src';
 import { runCli } from '../../../adapters/cli';
 import type { KafkaSourceEvent } from '../../../adapters/kafka';
-import { describeWithServices } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { fastSource, kafkaSuite, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 
@@ -21,8 +21,9 @@ async function produce(kafka: Kafka, topic: string, records: { value: string; he
   }
 }
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: idempotency keys from foreign producers (issue 12 item 1)', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: idempotency keys from foreign producers (issue 12 item 1)', clients, (row) => {
   const { kafka, topics, redis, consumers } = kafkaSuite('twophase-keys-suite');
+  const client = row.make(`twophase-keys-suite-${row.name}`);
 
   beforeAll(async () => {
     await topics.connect();
@@ -35,7 +36,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: idempotency keys from f
     await produce(kafka, topic, bytes.map((b, i) => ({ value: JSON.stringify({ i }), headers: { 'idempotency-key': Buffer.from(b) } })));
 
     const effects: string[] = [];
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer('bin-keys'), source }, async (message) => {
       effects.push(message.key);
       return ack();
@@ -59,7 +60,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: idempotency keys from f
     ]);
 
     const effects: string[] = [];
-    const source = fastSource(kafka, { topics: [topic], groupId });
+    const source = fastSource(client, { topics: [topic], groupId });
     const events = recordEvents(source);
     const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer('rep-keys'), source }, async (message) => {
       effects.push(message.key);

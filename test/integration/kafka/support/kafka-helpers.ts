@@ -15,7 +15,7 @@ import {
   type Message,
   silentLogger,
 } from '../../../../src';
-import { KafkaSource, type KafkaSourceEvent, type KafkaSourceOptions, KeyedProducer, type KeyedMessage } from '../../../../adapters/kafka';
+import { type KafkaClient, KafkaSource, type KafkaSourceEvent, type KafkaSourceOptions, KeyedProducer, type KeyedMessage } from '../../../../adapters/kafka';
 import { SERVICES } from '../../../support/services';
 import { RedisFixture } from './redis-fixture';
 
@@ -162,10 +162,10 @@ export function applying(log: EffectLog): TestHandler {
   };
 }
 
-/** A source with the fast group settings, reading from the beginning. */
-export function fastSource(kafka: Kafka, options: Omit<KafkaSourceOptions, 'fromBeginning'> & { readonly fromBeginning?: boolean }): KafkaSource {
+/** A source with the fast group settings, reading from the beginning, on a kafkajs `Kafka` or any {@link KafkaClient} (a row of support/clients.ts). */
+export function fastSource(kafka: Kafka | KafkaClient, options: Omit<KafkaSourceOptions, 'fromBeginning'> & { readonly fromBeginning?: boolean }): KafkaSource {
   return new KafkaSource(
-    { kafka },
+    typeof (kafka as Kafka).logger === 'function' ? { kafka: kafka as Kafka } : { client: kafka as KafkaClient },
     { fromBeginning: true, commitIntervalMs: 200, logger: silentLogger, ...options, consumer: { ...FAST_GROUP, ...(options.consumer ?? {}) } },
   );
 }
