@@ -23,3 +23,4 @@ export { truncateErrorMessage, errorType } from './settlement';
 export { Semaphore } from './semaphore';
 export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';
+export { requirePeer, checkPeerVersion, installedVersion, satisfiesRange } from './peer-check';

@@ -14,6 +14,8 @@
  *
  * @module twophase/kafka
  */
+// First: a missing client library is named before any module that needs it loads.
+import './peer';
 export {
   KafkaSource,
   type KafkaSourceDependencies,

@@ -58,6 +58,8 @@ import { kafkajsClient } from './kafkajs-client';
 import { KAFKAJS_CONSUMER_DEFAULTS, type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
 import { OffsetCommitter } from './offset-committer';
 import { PartitionWorker, type WorkerHost } from './partition-worker';
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
 
 export type { KafkaSourceEvent, KafkaSourceStats } from './events';
 
@@ -148,6 +150,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     else throw new ConfigurationError('dependencies.kafka must be a kafkajs Kafka instance (or pass dependencies.client)');
     this.options = resolveKafkaSourceOptions(options);
     this.logger = this.options.logger;
+    checkPeerVersion('kafkajs', SUPPORTED_RANGE, this.logger);
     this.events = new AdapterEvents('twophase/kafka', this.logger);
     this.committer = new OffsetCommitter({
       logger: this.logger,

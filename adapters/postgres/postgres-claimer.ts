@@ -34,6 +34,8 @@ import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements
 import { StandaloneLease } from './standalone-lease';
 import { claimInTransaction } from './transaction-lease';
 import { claimChunk } from './chunk-claim';
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
 
 /**
  * A {@link Claimer} backed by PostgreSQL (kind `distributed`). Tables, statuses and the
@@ -89,6 +91,7 @@ export class PostgresClaimer implements Claimer {
     }
     this.pool = dependencies.pool;
     this.logger = dependencies.logger ?? consoleLogger;
+    checkPeerVersion('pg', SUPPORTED_RANGE, this.logger);
     this.clock = dependencies.clock ?? monotonicClock;
     const logger = this.logger;
     this.warnings = new LogLimiter({ debug: () => undefined, info: () => undefined, warn: (obj, msg) => logger.warn(obj, msg), error: (obj, msg) => logger.error(obj, msg) }, { claimer: 'postgres' });
