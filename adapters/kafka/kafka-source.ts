@@ -60,6 +60,7 @@ import { OffsetCommitter } from './offset-committer';
 import { PartitionWorker, type WorkerHost } from './partition-worker';
 import { checkPeerVersion } from '../../src/adapter-kit';
 import { SUPPORTED_RANGE } from './peer';
+import { asUnavailable } from './errors';
 
 export type { KafkaSourceEvent, KafkaSourceStats } from './events';
 
@@ -278,7 +279,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
       await this.disconnectClients();
       // close() may have taken the fields first, while these were still connecting.
       await Promise.all([consumer?.disconnect().catch(() => undefined), producer?.disconnect().catch(() => undefined)]);
-      throw error;
+      throw asUnavailable(error) ?? error;
     }
     this.committer.startInterval(this.options.commitIntervalMs);
     if (this.options.heartbeatWhileProcessing) {
