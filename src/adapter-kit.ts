@@ -25,3 +25,4 @@ export { attemptsAfterRequeue, requeueInPlace, type InPlaceStep, UNSETTLED_RETRY
 export { Semaphore } from './semaphore';
 export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';
+export { requirePeer, checkPeerVersion, installedVersion, satisfiesRange } from './peer-check';

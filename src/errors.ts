@@ -116,6 +116,16 @@ export class UnstorableResultError extends TwophaseError {
   }
 }
 
+/**
+ * An adapter's entry point was loaded in a project without the client library it uses (an
+ * optional peer dependency npm does not install by itself). Names the package and the fix.
+ */
+export class MissingPeerDependencyError extends TwophaseError {
+  constructor(readonly peer: string, readonly entry: string, options?: { cause?: unknown }) {
+    super('MISSING_PEER', `${entry} needs the package "${peer}", which is not installed (twophase declares it as an optional peer dependency). Install it in your project: npm install ${peer}`, options);
+  }
+}
+
 /** The claim store could not be reached or did not answer in time. Retriable. */
 export class ClaimerUnavailableError extends TwophaseError {
   constructor(message: string, options?: { cause?: unknown }) {

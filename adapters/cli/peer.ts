@@ -6,6 +6,7 @@
  * that uses it) only inside the command that needs it, and turns a missing one into a
  * {@link MissingPeerError} naming the package and the command, instead of a stack trace.
  */
+import { MissingPeerDependencyError } from '../../src';
 import type { CliIo } from './reporters';
 
 /** A command needs an optional peer dependency that is not installed. The CLI exits with code 2. */
@@ -53,6 +54,8 @@ export async function importPeer<T>(peer: string, command: string, load: () => P
   } catch (error) {
     const missing = missingModuleName(error);
     if (missing !== undefined && isPackage(missing, peer)) throw new MissingPeerError(peer, command, { cause: error });
+    // An adapter's entry point names another missing client of the same command (amqp-connection-manager).
+    if (error instanceof MissingPeerDependencyError) throw new MissingPeerError(error.peer, command, { cause: error });
     throw error;
   }
 }

@@ -5,7 +5,7 @@
 import { TwophaseError, type TwophaseErrorCode } from '../../src';
 
 /** Codes of the adapter's errors. */
-export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED' | 'CHUNK_ROLLED_BACK';
+export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED' | 'CHUNK_ROLLED_BACK' | 'BROKER_UNAVAILABLE';
 
 /**
  * Base of the adapter's errors. The core's `TwophaseErrorCode` union does not list adapter codes;
@@ -60,4 +60,38 @@ export class ChunkRolledBackError extends KafkaAdapterError {
   ) {
     super('CHUNK_ROLLED_BACK', `ack of ${topic}[${partition}]@${offset} not made: the transaction its chunk shared rolled back; the record runs again`, { retriable: true });
   }
+}
+
+/**
+ * `start()` could not reach any Kafka broker (wrong address, refused, unresolvable, timed out).
+ * Names the brokers kafkajs tried and the network cause, from under kafkajs's retry errors. How
+ * long it took is the kafkajs client's `retry` and `connectionTimeout`. Retriable.
+ */
+export class KafkaUnavailableError extends KafkaAdapterError {
+  constructor(
+    readonly brokers: readonly string[],
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super('BROKER_UNAVAILABLE', `could not reach the Kafka brokers ${brokers.length > 0 ? brokers.join(', ') : '(unknown)'}: ${reason}`, { cause: options?.cause, retriable: true });
+  }
+}
+
+/**
+ * The {@link KafkaUnavailableError} for a kafkajs connection failure (a KafkaJSConnectionError,
+ * alone or under KafkaJSNumberOfRetriesExceeded), or undefined for any other error.
+ */
+export function asUnavailable(error: unknown): KafkaUnavailableError | undefined {
+  const brokers = new Set<string>();
+  let reason: string | undefined;
+  let connectionError = false;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 10; e = (e as { cause?: unknown; originalError?: unknown }).cause ?? (e as { originalError?: unknown }).originalError, depth++) {
+    const fields = e as Error & { broker?: unknown; code?: unknown };
+    if (e.name === 'KafkaJSConnectionError') connectionError = true;
+    if (typeof fields.broker === 'string') brokers.add(fields.broker);
+    if (typeof fields.code === 'string' && /^E[A-Z]+$/.test(fields.code)) reason = e.message;
+    else if (e.name === 'KafkaJSConnectionError' && reason === undefined) reason = e.message;
+  }
+  if (!connectionError) return undefined;
+  return new KafkaUnavailableError([...brokers], reason ?? (error as Error).message, { cause: error });
 }

@@ -59,6 +59,9 @@ import { kafkajsClient } from './kafkajs-client';
 import { KAFKAJS_CONSUMER_DEFAULTS, type KafkaSourceOptions, resolveKafkaSourceOptions, type ResolvedKafkaSourceOptions } from './options';
 import { OffsetCommitter } from './offset-committer';
 import { PartitionWorker, type WorkerHost } from './partition-worker';
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
+import { asUnavailable } from './errors';
 
 export type { KafkaSourceEvent, KafkaSourceStats } from './events';
 
@@ -152,6 +155,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     this.options = resolveKafkaSourceOptions(options);
     this.claimBatchSizeGiven = options.claimBatchSize !== undefined;
     this.logger = this.options.logger;
+    checkPeerVersion('kafkajs', SUPPORTED_RANGE, this.logger);
     this.events = new AdapterEvents('twophase/kafka', this.logger);
     this.committer = new OffsetCommitter({
       logger: this.logger,
@@ -301,7 +305,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
       await this.disconnectClients();
       // close() may have taken the fields first, while these were still connecting.
       await Promise.all([consumer?.disconnect().catch(() => undefined), producer?.disconnect().catch(() => undefined)]);
-      throw error;
+      throw asUnavailable(error) ?? error;
     }
     this.committer.startInterval(this.options.commitIntervalMs);
     if (this.options.heartbeatWhileProcessing) {

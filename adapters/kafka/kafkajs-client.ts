@@ -14,6 +14,7 @@
  * - `disconnect()` stops the fetch loop, sends LeaveGroup and closes the connections.
  */
 import type { Admin, Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import { Partitioners } from 'kafkajs';
 import type {
   ClusterAdmin,
   GroupDescription,
@@ -30,7 +31,9 @@ import type {
 export function kafkajsClient(kafka: Kafka): KafkaClient {
   return {
     consumer: (config) => new KafkaJsGroupConsumer(kafka.consumer({ ...config, retry: config.retry as never })),
-    producer: (config) => new KafkaJsProducer(kafka.producer({ ...(config ?? {}), retry: config?.retry as never })),
+    // kafkajs 2 warns about its default partitioner for a producer created without one; the
+    // partitioner it names is the one passed here, so nothing changes but the warning.
+    producer: (config) => new KafkaJsProducer(kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, ...(config ?? {}), retry: config?.retry as never })),
     admin: () => new KafkaJsAdmin(kafka.admin()),
   };
 }

@@ -10,6 +10,8 @@
  * const claimer = new PostgresClaimer({ pool }, { mode: 'transactional' });
  * ```
  */
+// First: a missing client library is named before any module that needs it loads.
+import './peer';
 export { PostgresClaimer } from './postgres-claimer';
 export { TransactionReceipt } from './transaction-lease';
 export {

@@ -38,6 +38,8 @@ import { claimChunk } from './chunk-claim';
 import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
 
 const ABSENT: KeyPeek = Object.freeze({ state: 'absent', attempts: 0 });
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
 
 /**
  * A {@link Claimer} backed by PostgreSQL (kind `distributed`). Tables, statuses and the
@@ -93,6 +95,7 @@ export class PostgresClaimer implements Claimer {
     }
     this.pool = dependencies.pool;
     this.logger = dependencies.logger ?? consoleLogger;
+    checkPeerVersion('pg', SUPPORTED_RANGE, this.logger);
     this.clock = dependencies.clock ?? monotonicClock;
     const logger = this.logger;
     this.warnings = new LogLimiter({ debug: () => undefined, info: () => undefined, warn: (obj, msg) => logger.warn(obj, msg), error: (obj, msg) => logger.error(obj, msg) }, { claimer: 'postgres' });

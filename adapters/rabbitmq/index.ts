@@ -14,6 +14,8 @@
  *
  * @module twophase/rabbitmq
  */
+// First: a missing client library is named before any module that needs it loads.
+import './peer';
 export { RabbitMqSource, type RabbitMqSourceState } from './rabbitmq-source';
 export { RabbitMqPublisher, buildPublish, type RabbitMqPublisherOptions, type PublishMessageOptions, type PublishReceipt, type MessageBody } from './publisher';
 export {

@@ -10,6 +10,8 @@ import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-
 import { ConfirmPublisher } from './confirm-publisher';
 import { BrokerUnavailableError, MessageTooLargeError } from './errors';
 import { defaultMaxMessageBytes } from './wire-limits';
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
 
 /** Options of a {@link RabbitMqPublisher}. */
 export interface RabbitMqPublisherOptions {
@@ -161,6 +163,7 @@ export class RabbitMqPublisher {
     this.heartbeatSeconds = checkInteger('heartbeatSeconds', options.heartbeatSeconds ?? 5, 0, 600);
     this.connectionName = options.connectionName ?? 'twophase:publisher';
     this.logger = options.logger ?? consoleWarnLogger;
+    checkPeerVersion('amqplib', SUPPORTED_RANGE, this.logger);
     if (options.injectContext !== undefined && typeof options.injectContext !== 'function') throw new ConfigurationError('injectContext must be a function');
     this.injectContext = options.injectContext;
     this.maxMessageBytesOption = options.maxMessageBytes === undefined ? undefined : checkInteger('maxMessageBytes', options.maxMessageBytes, 1, 536_870_912);

@@ -20,6 +20,8 @@ import { SourceReporter } from './reporting';
 import type { SettlementContext } from './settler';
 import { Subscription } from './subscription';
 import { applyTopology, planTopology, type TopologyPlan } from './topology';
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
 
 export type { RabbitMqSourceState } from './lifecycle';
 
@@ -68,6 +70,7 @@ export class RabbitMqSource implements MessageSource, AdapterSurface<ResolvedSou
   constructor(options: RabbitMqSourceOptions) {
     this.options = resolveSourceOptions(options);
     this.logger = this.options.logger ?? consoleWarnLogger;
+    checkPeerVersion('amqplib', SUPPORTED_RANGE, this.logger);
     this.plan = planTopology(this.options);
     const o = this.options;
     this.reporter = new SourceReporter(o.queue, this.logger, () => this.lifecycle.closing);

@@ -42,6 +42,8 @@ import { toClaimerError } from './redis-errors';
 import { type LoadedScript, preloadScripts, runScript, SCRIPTS, type ScriptName } from './script-loader';
 import { ServerClock } from './server-clock';
 import { checkClientOptions, checkClusterMode, checkEvictionPolicy, describeRedisError, redisEndpoint, waitForReady } from './startup-checks';
+import { checkPeerVersion } from '../../src/adapter-kit';
+import { SUPPORTED_RANGE } from './peer';
 
 /** Counters of one RedisClaimer since construction. Read them through {@link RedisClaimer.stats}. */
 export interface RedisClaimerStats {
@@ -236,6 +238,7 @@ export class RedisClaimer implements Claimer {
     this.options = resolveOptions(options);
     validateClientKeyPrefix(client.options?.keyPrefix);
     this.logger = dependencies.logger ?? consoleLogger;
+    checkPeerVersion('ioredis', SUPPORTED_RANGE, this.logger);
     this.clock = dependencies.clock ?? monotonicClock;
     this.serverClock = new ServerClock(this.clock);
     const coalesce = this.options.coalesce;

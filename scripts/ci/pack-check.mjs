@@ -26,6 +26,11 @@
  *         example that reaches past an entry point fails.
  *         In the esm setting relative imports get the `.js` ending node16 ESM requires.
  *
+ *  4. Only the clients a service uses get installed: a project with the tarball and kafkajs holds
+ *     no amqplib nor amqp-connection-manager, and one with the tarball and the RabbitMQ clients
+ *     holds no kafkajs (npm installs a dependency's required peers, so no dependency of twophase
+ *     may require a client).
+ *
  * Usage: node scripts/ci/pack-check.mjs [--keep] [--only cjs,esm,bundler]
  *   TWOPHASE_PACK_CHECK_EXTRA="pkg@range ..." installs more packages into the temporary project
  *   (for diagnosis only; CI sets nothing).
@@ -54,7 +59,7 @@ const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetr
 /** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
 const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */
-const PEER_CLIENTS = ['ioredis', 'amqplib', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api'];
+const PEER_CLIENTS = ['ioredis', 'amqplib', 'amqp-connection-manager', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api'];
 /** Type packages a user installs beside a peer client that ships no types of its own (pg). */
 const PEER_TYPES = ['@types/pg'];
 
@@ -247,6 +252,24 @@ for (const setting of settings) {
   } else {
     console.log('   ok');
   }
+}
+
+// ---- 4. a service installs only its own clients ------------------------------------------------
+console.log('== one broker only: the tarball with kafkajs, then with the RabbitMQ clients');
+for (const [name, clients, absent] of [
+  ['kafka-only', ['kafkajs'], ['amqplib', 'amqp-connection-manager']],
+  ['rabbitmq-only', ['amqplib', 'amqp-connection-manager'], ['kafkajs']],
+]) {
+  const dir = join(work, name);
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `twophase-${name}`, private: true, version: '0.0.0' }, null, 2));
+  if (run('npm', ['install', '--no-audit', '--no-fund', '--loglevel', 'error', tarball, ...clients.map(versionOf)], dir).status !== 0) {
+    fail(`${name}: npm install failed`);
+    continue;
+  }
+  const installed = absent.filter((peer) => existsSync(join(dir, 'node_modules', peer)));
+  if (installed.length > 0) problems.push(`${name}: npm installed ${installed.join(', ')} too`);
+  else console.log(`   ${name}: no ${absent.join(', ')}`);
 }
 
 if (keep) console.log(`kept ${work}`);

@@ -1,0 +1,51 @@
+/**
+ * Loading an adapter's entry point in a project without its client library: an error naming the
+ * package and the fix (`npm install kafkajs`), not Node's bare "Cannot find module".
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { satisfiesRange } from '../../src/peer-check';
+
+const ROOT = join(__dirname, '..', '..');
+
+function requireWithout(entry: string, blocked: string) {
+  return spawnSync(process.execPath, ['-r', join(ROOT, 'test', 'support', 'block-modules.js'), '-r', 'ts-node/register/transpile-only', '-e', `require(${JSON.stringify(join(ROOT, entry))})`], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, TWOPHASE_TEST_BLOCKED_MODULES: blocked },
+  });
+}
+
+test.each([
+  ['adapters/kafka', 'kafkajs', 'twophase/kafka'],
+  ['adapters/rabbitmq', 'amqplib', 'twophase/rabbitmq'],
+  ['adapters/postgres', 'pg', 'twophase/postgres'],
+])('require(%s) without %s names the package and the install command', (entry, peer, name) => {
+  const run = requireWithout(entry, peer);
+  expect(run.status).not.toBe(0);
+  expect(run.stderr).toMatch(/MissingPeerDependencyError/);
+  expect(run.stderr).toContain(`${name} needs the package "${peer}"`);
+  expect(run.stderr).toContain(`npm install ${peer}`);
+});
+
+test('supported ranges: caret ranges and alternatives, as in package.json peerDependencies', () => {
+  expect(satisfiesRange('2.3.1', '^2.3.1')).toBe(true);
+  expect(satisfiesRange('2.9.0', '^2.3.1')).toBe(true);
+  expect(satisfiesRange('0.10.9', '^2.3.1')).toBe(false);
+  expect(satisfiesRange('2.3.0', '^2.3.1')).toBe(false);
+  expect(satisfiesRange('3.0.0', '^2.3.1')).toBe(false);
+  expect(satisfiesRange('6.0.0', '^5.9.2 || ^6.0.0')).toBe(true);
+  expect(satisfiesRange('5.9.1', '^5.9.2 || ^6.0.0')).toBe(false);
+});
+
+test("each adapter's supported range is its package.json peerDependencies range", async () => {
+  const pkg = (await import('../../package.json')) as { peerDependencies: Record<string, string> };
+  const ranges = {
+    kafkajs: (await import('../../adapters/kafka/peer')).SUPPORTED_RANGE,
+    amqplib: (await import('../../adapters/rabbitmq/peer')).SUPPORTED_RANGE,
+    pg: (await import('../../adapters/postgres/peer')).SUPPORTED_RANGE,
+    ioredis: (await import('../../adapters/redis/peer')).SUPPORTED_RANGE,
+  };
+  for (const [peer, range] of Object.entries(ranges)) expect([peer, range]).toEqual([peer, pkg.peerDependencies[peer]]);
+});
