@@ -15,7 +15,7 @@
  *               interleaved rounds; and one message per transaction (BEGIN, `stageOutbox` with its
  *               first-call check, COMMIT) against BEGIN, INSERT, COMMIT;
  *   lag         staging COMMIT → downstream twophase handler (RabbitMqSource + InMemoryClaimer),
- *               one message per transaction at `--rate` msg/s for `--lag-seconds`, the relay woken
+ *               one message per transaction at each of `--rates` msg/s for `--lag-seconds`, the relay woken
  *               by LISTEN/NOTIFY (polling every 1 s as the fallback; keyConcurrency = the batch
  *               size), p50 / p99 / max;
  *   size        `--size` messages staged (transactions of 1,000) and relayed in cycles of 10,000
@@ -29,7 +29,7 @@
  * Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/outbox/run.ts [--runs 3] [--messages 5000] [--batch 100] [--stage 500]
- *     [--rate 1000] [--lag-seconds 10] [--size 200000] [--parts throughput,staging,lag,size] [--out file.json]
+ *     [--rates 1000,200] [--lag-seconds 10] [--size 200000] [--parts throughput,staging,lag,size] [--out file.json]
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -57,7 +57,8 @@ const RUNS = arg('runs', 3);
 const MESSAGES = arg('messages', 5000);
 const BATCH = arg('batch', 100);
 const STAGE_CALLS = arg('stage', 500);
-const RATE = arg('rate', 1000);
+/** Offered staging rates of the lag part, msg/s (the first is the goal's). */
+const RATES = text('rates', '1000,200').split(',').map(Number);
 const LAG_SECONDS = arg('lag-seconds', 10);
 const SIZE = arg('size', 200_000);
 const PARTS = new Set(text('parts', 'throughput,staging,lag,size').split(','));
@@ -333,8 +334,11 @@ function randomUuid(): string {
 
 interface LagFigures {
   readonly targetRate: number;
+  /** Staging rate reached, msg/s. */
   readonly achievedRate: number;
   readonly messages: number;
+  /** Messages that reached the handler within 60 s of the end of staging (percentiles are over these). */
+  readonly arrived: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
@@ -356,7 +360,7 @@ class LagConsumer extends ConsumerBase<unknown> {
   }
 }
 
-async function lag(): Promise<LagFigures> {
+async function lag(rate: number): Promise<LagFigures> {
   const queue = `bench.outbox.lag.${randomBytes(3).toString('hex')}`;
   const committedAt = new Map<string, number>();
   const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: [1000], logger: silentLogger });
@@ -369,7 +373,7 @@ async function lag(): Promise<LagFigures> {
     { name: 'bench-lag', batchSize: BATCH, keyConcurrency: BATCH, statsIntervalMs: 0 },
   );
   await relay.start();
-  const total = RATE * LAG_SECONDS;
+  const total = rate * LAG_SECONDS;
   const started = performance.now();
   let next = 0;
   const lane = async () => {
@@ -377,7 +381,7 @@ async function lag(): Promise<LagFigures> {
     try {
       while (next < total) {
         const i = next++;
-        const wait = started + (i * 1000) / RATE - performance.now();
+        const wait = started + (i * 1000) / rate - performance.now();
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         await client.query('BEGIN');
         const [id] = await stageOutbox(client, { to: { exchange: '', routingKey: queue }, body: BODY }, { schema });
@@ -399,8 +403,8 @@ async function lag(): Promise<LagFigures> {
   for (const q of [queue, `${queue}.dlq`, `${queue}.delay.1000ms`]) await ch.deleteQueue(q).catch(() => undefined);
   await ch.deleteExchange(`${queue}.dlx`).catch(() => undefined);
   await a.close();
-  if (consumer.lags.length < total) throw new Error(`lag: only ${consumer.lags.length} of ${total} messages reached the handler in 60 s`);
-  return { targetRate: RATE, achievedRate: Math.round(achievedRate), messages: total, p50Ms: r2(pct(consumer.lags, 50)), p99Ms: r2(pct(consumer.lags, 99)), maxMs: r2(Math.max(...consumer.lags)) };
+  step(`  lag at ${rate} msg/s offered (${Math.round(achievedRate)} staged/s): ${consumer.lags.length} of ${total} handled; p50 ${r2(pct(consumer.lags, 50))} ms, p99 ${r2(pct(consumer.lags, 99))} ms`);
+  return { targetRate: rate, achievedRate: Math.round(achievedRate), messages: total, arrived: consumer.lags.length, p50Ms: r2(pct(consumer.lags, 50)), p99Ms: r2(pct(consumer.lags, 99)), maxMs: r2(Math.max(...consumer.lags)) };
 }
 
 // ---------------------------------------------------------------- size
@@ -489,8 +493,12 @@ async function main(): Promise<void> {
       result.staging = { ...s, ratioMedian: r2(median(s.ratios)), bareRatioMedian: r2(median(s.bareRatios)), txRatioMedian: r2(median(s.txRatios)), stageUsMedian: Math.round(median(s.stageUs)), insertUsMedian: Math.round(median(s.insertUs)) };
     }
     if (PARTS.has('lag')) {
-      step(`lag: ${RATE} msg/s for ${LAG_SECONDS} s, LISTEN/NOTIFY`);
-      result.lag = await lag();
+      const lags: LagFigures[] = [];
+      for (const rate of RATES) {
+        step(`lag: ${rate} msg/s for ${LAG_SECONDS} s, LISTEN/NOTIFY`);
+        lags.push(await lag(rate));
+      }
+      result.lag = lags;
     }
     if (PARTS.has('size')) {
       step(`size: ${SIZE} messages relayed`);
@@ -503,14 +511,14 @@ async function main(): Promise<void> {
   result.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   mkdirSync(dirname(OUT), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
-  const x = result as { rabbitmq?: { ratioMedian: number; perRecordRatioMedian: number; relayWideRatioMedian: number }; kafka?: { ratioMedian: number; perRecordRatioMedian: number }; staging?: { ratioMedian: number; bareRatioMedian: number; txRatioMedian: number }; lag?: LagFigures; size?: SizeFigures };
+  const x = result as { rabbitmq?: { ratioMedian: number; perRecordRatioMedian: number; relayWideRatioMedian: number }; kafka?: { ratioMedian: number; perRecordRatioMedian: number }; staging?: { ratioMedian: number; bareRatioMedian: number; txRatioMedian: number }; lag?: LagFigures[]; size?: SizeFigures };
   process.stdout.write(
     [
       '',
       `relay / raw confirmed publish (RabbitMQ)   ${x.rabbitmq?.ratioMedian ?? '—'}×   (goal ≥ 0.8; ${x.rabbitmq?.perRecordRatioMedian ?? '—'}× ${KEY_CONCURRENCY} publishes in flight; keyConcurrency ${BATCH}: ${x.rabbitmq?.relayWideRatioMedian ?? '—'}× raw)`,
       `relay / raw confirmed publish (Kafka)      ${x.kafka?.ratioMedian ?? '—'}×   (goal ≥ 0.8; ${x.kafka?.perRecordRatioMedian ?? '—'}× the one-record-per-send floor)`,
       `staging call / plain INSERT                ${x.staging?.ratioMedian ?? '—'}×   (goal ≤ 1.2; without ordering key and NOTIFY ${x.staging?.bareRatioMedian ?? '—'}×; one-message transaction ${x.staging?.txRatioMedian ?? '—'}×)`,
-      `lag COMMIT → handler at ${x.lag?.achievedRate ?? '—'} msg/s     p50 ${x.lag?.p50Ms ?? '—'} ms, p99 ${x.lag?.p99Ms ?? '—'} ms, max ${x.lag?.maxMs ?? '—'} ms   (goal p99 ≤ 100 ms)`,
+      ...(x.lag ?? []).map((l) => `lag COMMIT → handler, ${l.targetRate} msg/s offered (${l.achievedRate} staged/s, ${l.arrived}/${l.messages} handled)   p50 ${l.p50Ms} ms, p99 ${l.p99Ms} ms, max ${l.maxMs} ms   (goal p99 ≤ 100 ms at 1000 msg/s)`),
       x.size
         ? `table over ${x.size.messages} relayed         before ${x.size.beforeBytes} B; per ${x.size.cycle}-message cycle before its VACUUM: first ${x.size.cycleBytes[0]} B, largest ${Math.max(...x.size.cycleBytes)} B, last ${x.size.cycleBytes[x.size.cycleBytes.length - 1]} B; after the last VACUUM ${x.size.afterVacuumBytes} B (autovacuum ${x.size.autovacuum.autovacuum} on this server, ${x.size.seconds} s)`
         : 'table size: not measured',
