@@ -3,6 +3,7 @@
  *
  * 1. throughput: the adapters' own benchmarks (bench/core/pipeline.ts, bench/redis/claim-commit.ts,
  *    bench/rabbitmq/run.ts, bench/rabbitmq/replay.ts (`twophase dlq replay`), bench/postgres/inbox.ts, bench/postgres/gated.ts,
+ *    bench/outbox/run.ts (the transactional outbox),
  *    bench/kafka/consume.ts), each in a child process, one after another,
  *    with the sizes below, their JSON written to bench/results/*.report.tmp.json;
  * 2. added latency: for each broker (in-process, RabbitMQ, Kafka) × claimer (none = the raw
@@ -22,7 +23,7 @@
  * Writes bench/results/latest.json, bench/results/goals.md and bench/results/latest.png (and the
  * .svg it is rendered from, with @resvg/resvg-js). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,postgres,gated,powertools,throughput,latency]
+ *   npx ts-node --transpile-only bench/report.ts [--quick] [--skip rabbitmq,kafka,postgres,gated,outbox,powertools,throughput,latency]
  *
  * Needs RabbitMQ (127.0.0.1:5672) and Kafka (127.0.0.1:9092, `npm run kafka:start`); a broker that
  * is not reachable is skipped and reported as such.
@@ -164,6 +165,16 @@ async function throughput(args: Args, available: Record<Broker, boolean>): Promi
       raw.gated = readJson(tmp('gated'));
     } catch (error) {
       raw.gated = { skipped: (error as Error).message.slice(0, 300) };
+    }
+  }
+  if (available.rabbitmq && available.kafka && !args.skip.has('postgres') && !args.skip.has('outbox')) {
+    step('outbox: relay vs raw confirmed publish, staging vs INSERT, lag, table size (bench/outbox/run.ts)');
+    try {
+      await runBench('outbox/run.ts', ['--runs', q ? '2' : '3', '--messages', q ? '1000' : '2000', '--stage', q ? '200' : '300', '--lag-seconds', q ? '5' : '10', '--size', q ? '20000' : '100000', '--out', tmp('outbox')]);
+      raw.outbox = readJson(tmp('outbox'));
+      figures.outbox = raw.outbox as Figures['outbox'];
+    } catch (error) {
+      raw.outbox = { skipped: (error as Error).message.slice(0, 300) };
     }
   }
   if (available.kafka) {

@@ -9,6 +9,7 @@
  *   npm run demo -- --broker kafka --claimer redis        # local Kafka + Redis
  *   npm run demo -- --broker rabbitmq --claimer postgres  # the PostgreSQL transactional inbox:
  *                                                         # effect rows commit with the claim, 0 duplicates
+ *   npm run demo -- --outbox --messages 1000              # PostgreSQL outbox → relays → RabbitMQ → inbox (outbox.ts)
  *
  * Exit code 0 when the verdict holds, 1 otherwise.
  */
@@ -24,6 +25,7 @@ import { type DeliverySink, sleep } from '../../src/adapter-kit';
 import { CrashableClaimer } from '../../adapters/memory';
 import { type CrashPoint, type Payment, PaymentConsumer } from './demo-consumer';
 import { EffectLedger } from './ledger';
+import { runOutboxDemo } from './outbox';
 import { printReport, type RunStats } from './report';
 import { Rng } from './rng';
 import type { CrashableSource, DemoMessage, DemoStack } from './stack';
@@ -47,6 +49,7 @@ interface DemoOptions {
   timeoutS: number;
   quiet: boolean;
   perWorkerClaims: boolean;
+  outbox: boolean;
 }
 
 function positiveInt(value: string): number {
@@ -76,6 +79,7 @@ function parseOptions(argv: string[]): DemoOptions {
     .option('--seed <n>', 'random seed (reproducible runs)', positiveInt, 42)
     .option('--timeout-s <n>', 'give up after this many seconds', positiveInt, 300)
     .option('--quiet', 'no progress lines', false)
+    .option('--outbox', 'outbox mode: orders staged in the PostgreSQL outbox (some rolled back), relays crashing at every step, an inbox consumer on RabbitMQ; the verdict counts phantom and duplicate events (outbox.ts)', false)
     .option('--per-worker-claims', 'control run: each worker keeps its own in-memory claims (as separate replicas would); the verdict should fail', false)
     .parse(argv);
   return program.opts<DemoOptions>();
@@ -183,6 +187,7 @@ function demoSource(inner: CrashableSource, consumer: () => PaymentConsumer, sta
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv);
+  if (options.outbox) return runOutboxDemo({ messages: options.messages, consumers: options.consumers, crashRate: options.crashRate, seed: options.seed, timeoutS: options.timeoutS, quiet: options.quiet });
   const rng = new Rng(options.seed);
   const stack = await makeStack(options);
   const ledger = new EffectLedger();
