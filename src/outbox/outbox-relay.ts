@@ -120,7 +120,7 @@ export class OutboxRelay implements RunnableConsumer {
   private lastStats: OutboxStats | undefined;
   private statsTimer: NodeJS.Timeout | undefined;
   /** The claim being published and its rows still held, so `stop()` can give them back. */
-  private current: { claim: OutboxClaim; held: Set<string>; settled: boolean } | undefined;
+  private current: { claim: OutboxClaim; held: Set<string>; settled: boolean; keeper?: LeaseExtender } | undefined;
 
   /**
    * @throws ConfigurationError for a missing store or publisher, two publishers of one broker, or an invalid option
@@ -242,12 +242,12 @@ export class OutboxRelay implements RunnableConsumer {
     if (claim.records.length === 0) return { claimed: 0, published: 0, failed: 0, released: 0 };
     this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
     const held = new Set(claim.records.map((r) => r.sequence));
-    const current = { claim, held, settled: false };
+    const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
+    const current = { claim, held, settled: false, keeper };
     this.current = current;
     this.inFlight += claim.records.length;
     const confirmed: string[] = [];
     const failures: OutboxFailure[] = [];
-    const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
     try {
       const runs = [...byOrderingKey(claim.records)];
       let next = 0;
@@ -416,6 +416,9 @@ export class OutboxRelay implements RunnableConsumer {
     current.settled = true;
     this.current = undefined;
     const sequences = [...current.held];
+    // The leases are given back: stop extending them (the publishes still in flight are abandoned).
+    current.held.clear();
+    await current.keeper?.stop();
     this.logger.warn({ relay: this.options.name, messages: sequences.length, fencingToken: current.claim.lease.fencingToken }, `outbox relay: ${why}; giving the leases of unconfirmed messages back`);
     try {
       await this.store.release(current.claim.lease, sequences);
@@ -468,6 +471,8 @@ class LeaseExtender {
     this.timer = setInterval(() => {
       this.running ??= this.extend().finally(() => (this.running = undefined));
     }, options.extendIntervalMs);
+    // The relay's loop keeps the process alive while it runs; an abandoned claim's timer must not.
+    this.timer.unref();
   }
 
   private async extend(): Promise<void> {

@@ -8,8 +8,8 @@
  *   until `leaseMs` from the store's clock; a row whose lease expired can be claimed again, under
  *   a newer token;
  * - of one (system, ordering key), a claim hands out only the oldest row and the rows after it,
- *   in staging order, and none while an older row of that key is leased, waiting for a retry, or
- *   dead under `deadKeyPolicy: 'hold'`;
+ *   in staging order, and none while a row of that key is under a live lease, or an older row is
+ *   waiting for a retry or dead under `deadKeyPolicy: 'hold'`: a key is held by one lease at a time;
  * - `extend`, `complete`, `fail` and `release` act only on rows still leased under the caller's
  *   token: a relay whose lease was taken over changes nothing.
  */

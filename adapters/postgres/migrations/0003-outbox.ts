@@ -104,7 +104,8 @@ $fn$;
 -- twophase_outbox_claim: leases up to p_limit publishable rows of p_systems to p_owner under one
 -- new fencing token, for p_lease_ms, and returns them in seq order. Publishable: pending, its retry
 -- time reached, not leased (or the lease ran out). Per (system, ordering key) only the head — no
--- older row of the key left (dead rows count under p_hold_dead) — is taken with SKIP LOCKED, and
+-- older row of the key left (dead rows count under p_hold_dead), no later row of it under a live
+-- lease — is taken with SKIP LOCKED, and
 -- with it the key's following publishable rows: a key is never split between two relays. No global
 -- lock: two relays claim disjoint keys at once.
 CREATE FUNCTION ${s}.twophase_outbox_claim(
@@ -120,10 +121,17 @@ BEGIN
     SELECT o.seq, o.system, o.ordering_key FROM ${t} o
      WHERE o.state = 'pending' AND o.system = ANY (p_systems) AND o.available_at <= now_ts
        AND (o.lease_owner IS NULL OR o.lease_expires_at <= now_ts)
-       AND (o.ordering_key IS NULL OR NOT EXISTS (
-             SELECT 1 FROM ${t} e
-              WHERE e.system = o.system AND e.ordering_key = o.ordering_key AND e.seq < o.seq
-                AND (p_hold_dead OR e.state <> 'dead')))
+       AND (o.ordering_key IS NULL OR (
+             NOT EXISTS (
+               SELECT 1 FROM ${t} e
+                WHERE e.system = o.system AND e.ordering_key = o.ordering_key AND e.seq < o.seq
+                  AND (p_hold_dead OR e.state <> 'dead'))
+             -- nor is a later row of the key still leased (a claim that failed its head and has
+             -- not given the rest back yet): a key is held by one lease at a time.
+             AND NOT EXISTS (
+               SELECT 1 FROM ${t} e
+                WHERE e.system = o.system AND e.ordering_key = o.ordering_key AND e.seq > o.seq
+                  AND e.lease_owner IS NOT NULL AND e.lease_expires_at > now_ts)))
      ORDER BY o.seq
      LIMIT p_limit
      FOR UPDATE OF o SKIP LOCKED

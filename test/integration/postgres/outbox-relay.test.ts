@@ -56,6 +56,28 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
     expect((published.one ?? 0) + (published.two ?? 0)).toBe(keys.length * perKey);
   });
 
+  test('stagers of one ordering key are serialized until COMMIT (sequence order = commit order); other keys do not wait', async () => {
+    const [c1, c2, c3] = await Promise.all([f.pool.connect(), f.pool.connect(), f.pool.connect()]);
+    try {
+      for (const c of [c1, c2, c3]) await c.query('BEGIN');
+      await transactionOutbox(c1, { schema: f.schema }).stage(msg('a', 1));
+      await transactionOutbox(c2, { schema: f.schema }).stage(msg('b', 1)); // another key: no wait
+      const pid3 = (await c3.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      let staged3 = false;
+      const third = transactionOutbox(c3, { schema: f.schema }).stage(msg('a', 2)).then(() => (staged3 = true));
+      await waitFor(async () => (await f.pool.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [pid3])).rowCount === 1, { what: 'the second stager of key a waiting' });
+      expect(staged3).toBe(false);
+      await c2.query('COMMIT');
+      await c1.query('COMMIT');
+      await third;
+      await c3.query('COMMIT');
+    } finally {
+      for (const c of [c1, c2, c3]) c.release();
+    }
+    const rows = await f.pool.query<{ k: string; n: number }>(`SELECT ordering_key AS k, convert_from(body, 'UTF8')::jsonb->>'n' AS n FROM ${f.schema}.twophase_outbox ORDER BY seq`);
+    expect(rows.rows.filter((r) => r.k === 'a').map((r) => Number(r.n))).toEqual([1, 2]);
+  });
+
   test('a slow publish keeps its lease: the relay extends it past leaseMs, so no other relay takes the message', async () => {
     await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage(msg('slow', 0)));
     const gated = new GatedPublisher(f.rabbit());
