@@ -13,8 +13,7 @@
  *   generation; `REBALANCING` when the fetch loop caught a rebalance error, before it rejoins.
  * - `disconnect()` stops the fetch loop, sends LeaveGroup and closes the connections.
  */
-import type { Admin, Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
-import { Partitioners } from 'kafkajs';
+import type { Admin, Consumer, EachBatchPayload, ICustomPartitioner, Kafka, Producer } from 'kafkajs';
 import type {
   ClusterAdmin,
   GroupDescription,
@@ -33,9 +32,16 @@ export function kafkajsClient(kafka: Kafka): KafkaClient {
     consumer: (config) => new KafkaJsGroupConsumer(kafka.consumer({ ...config, retry: config.retry as never })),
     // kafkajs 2 warns about its default partitioner for a producer created without one; the
     // partitioner it names is the one passed here, so nothing changes but the warning.
-    producer: (config) => new KafkaJsProducer(kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, ...(config ?? {}), retry: config?.retry as never })),
+    // kafkajs is loaded here, not at import: twophase/kafka also runs on @platformatic/kafka alone.
+    producer: (config) => new KafkaJsProducer(kafka.producer({ createPartitioner: defaultPartitioner(), ...(config ?? {}), retry: config?.retry as never })),
     admin: () => new KafkaJsAdmin(kafka.admin()),
   };
+}
+
+/** kafkajs's default partitioner, from the kafkajs the caller's `Kafka` instance comes from. */
+function defaultPartitioner(): ICustomPartitioner {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('kafkajs') as typeof import('kafkajs')).Partitioners.DefaultPartitioner;
 }
 
 function byTopic(partitions: readonly TopicPartition[]): Array<{ topic: string; partitions: number[] }> {

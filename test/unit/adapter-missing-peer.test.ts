@@ -17,16 +17,23 @@ function requireWithout(entry: string, blocked: string) {
   });
 }
 
+test('require(adapters/kafka) with @platformatic/kafka but without kafkajs loads (either client is enough)', () => {
+  const run = requireWithout('adapters/kafka', 'kafkajs');
+  expect(run.stderr).not.toMatch(/MissingPeerDependencyError/);
+  expect(run.status).toBe(0);
+});
+
 test.each([
-  ['adapters/kafka', 'kafkajs', 'twophase/kafka'],
+  ['adapters/kafka', 'kafkajs,@platformatic/kafka', 'twophase/kafka'],
   ['adapters/rabbitmq', 'amqplib', 'twophase/rabbitmq'],
   ['adapters/postgres', 'pg', 'twophase/postgres'],
 ])('require(%s) without %s names the package and the install command', (entry, peer, name) => {
   const run = requireWithout(entry, peer);
+  const named = peer.split(',')[0]!;
   expect(run.status).not.toBe(0);
   expect(run.stderr).toMatch(/MissingPeerDependencyError/);
-  expect(run.stderr).toContain(`${name} needs the package "${peer}"`);
-  expect(run.stderr).toContain(`npm install ${peer}`);
+  expect(run.stderr).toContain(`${name} needs the package "${named}"`);
+  expect(run.stderr).toContain(`npm install ${named}`);
 });
 
 test('supported ranges: caret ranges and alternatives, as in package.json peerDependencies', () => {
