@@ -27,7 +27,7 @@ export interface InMemoryClaimerOptions {
   /**
    * Most records held (live leases, done keys, retained attempt counts). Default: no bound (memory
    * is bounded only by the keys seen within their done TTL: about 165 bytes of heap per key plus
-   * the key string, see README "InMemoryClaimer memory"). When a new key would pass it, the oldest committed records are evicted
+   * the key string, see docs/configuration.md, "InMemoryClaimer memory"). When a new key would pass it, the oldest committed records are evicted
    * first, then released or expired ones; live leases never. Each eviction is counted in
    * {@link InMemoryClaimer.evictions}: an evicted done key is forgotten, so a redelivery of its
    * message runs the effect again. Integer ≥ 1.

@@ -73,7 +73,7 @@ export function expectedFate(m: FuzzMessage, namespace: string, transport: Trans
 }
 
 /**
- * The raw key a header value gives (README "Keys"), or undefined for `invalid_key`: text without
+ * The raw key a header value gives (docs/configuration.md, "Keys"), or undefined for `invalid_key`: text without
  * U+FFFD as is; bytes that are valid UTF-8 (and hold no U+FFFD) as their text, other bytes as
  * U+FFFD `base64url:` + base64url; a list whose values all give one key, that key.
  */
