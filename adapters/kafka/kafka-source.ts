@@ -47,11 +47,12 @@ import {
   type AdapterSurface,
   checkKnownOptions,
   type DeliverySink,
+  LogLimiter,
   type SourceStartOptions,
   Semaphore,
 } from '../../src/adapter-kit';
 import type { Kafka } from 'kafkajs';
-import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, RecordProducer, TopicPartition } from './client';
+import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition } from './client';
 import { checkDeadLetterTopics } from './dead-letter-topics';
 import { DeadLetterWriter } from './dead-letter-writer';
 import type { KafkaSourceEvent, KafkaSourceStats } from './events';
@@ -140,6 +141,10 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
   private clientCrashed = false;
   private stopDeadline = Infinity;
   private readonly unsubscribe: Array<() => void> = [];
+  /** Rate limit of the lines logged per record (waits for another owner's lease). */
+  private readonly waitLog: LogLimiter;
+  /** The consumer's lease length, ms, when it told it at start: the longest wait for a lease left by a crashed owner. */
+  private leaseTtlMs: number | undefined;
 
   /**
    * @param dependencies the client: `{ kafka }` (a kafkajs `Kafka`) or `{ client }` (a {@link KafkaClient})
@@ -157,6 +162,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     this.logger = this.options.logger;
     checkPeerVersion('kafkajs', SUPPORTED_RANGE, this.logger);
     this.events = new AdapterEvents('twophase/kafka', this.logger);
+    this.waitLog = new LogLimiter(this.logger, { groupId: this.options.groupId });
     this.committer = new OffsetCommitter({
       logger: this.logger,
       groupId: this.options.groupId,
@@ -266,6 +272,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     const slots = concurrency < startOptions.concurrency ? new Semaphore(concurrency) : undefined;
     // When the consumer tells its lease length, a claim made ahead never waits more than a third of it.
     const lease = startOptions.leaseTtlMs;
+    this.leaseTtlMs = typeof lease === 'number' && lease > 0 ? lease : undefined;
     const preclaimMaxAgeMs = typeof lease === 'number' && lease > 0 ? Math.max(1, Math.min(this.options.preclaimMaxAgeMs, Math.floor(lease / 3))) : this.options.preclaimMaxAgeMs;
     this.host = this.makeHost(sink, slots, preclaimMaxAgeMs);
     this.sink = sink;
@@ -291,6 +298,10 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
         member.onGroupJoin((event) => this.onGroupJoin(event)),
         member.onRebalancing(() => this.onRebalancing()),
         member.onCrash((error, restart) => this.onClientCrash(error, restart)),
+      );
+      this.logger.info(
+        { groupId: this.options.groupId, topics: this.options.topics },
+        `twophase/kafka: joining consumer group ${this.options.groupId} for ${this.options.topics.join(', ')} (waits for the group coordinator and for members that left without leaving the group to time out)`,
       );
       await consumer.connect();
       stillStarting();
@@ -341,6 +352,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     await this.committer.finalCommit(this.options.finalCommitTimeoutMs);
     this.lifecycle = 'closed';
     this.stopTimers();
+    this.waitLog.flush();
     await this.disconnectClients();
   }
 
@@ -390,6 +402,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
       dispatchEnded: () => {
         this.inFlight--;
       },
+      waitingForLease: (worker, record, delayMs) => this.logLeaseWait(worker, record, delayMs),
       count: (counter) => {
         this.counters[counter]++;
       },
@@ -438,8 +451,34 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     } else if (this.lifecycle === 'stopping') {
       this.pauseAll(partitions);
     }
-    this.logger.info({ groupId: this.options.groupId, epoch, memberId: event.memberId, assignment: event.assignment }, 'twophase/kafka: joined the group');
+    this.logger.info(
+      { groupId: this.options.groupId, generation: epoch, partitions: partitions.length, memberId: event.memberId, assignment: event.assignment },
+      `twophase/kafka: joined consumer group ${this.options.groupId}: ${partitions.length} partition${partitions.length === 1 ? '' : 's'} assigned (generation ${epoch} of this source)`,
+    );
     this.emit({ type: 'group_join', epoch, memberId: event.memberId, assignment: event.assignment });
+  }
+
+  /**
+   * One line (rate-limited: {@link LogLimiter}) when a record waits for a lease held by an earlier
+   * owner, so a restart after a crash says what it waits for instead of nothing.
+   */
+  private logLeaseWait(worker: PartitionWorker, record: KafkaRecord, delayMs: number): void {
+    if (!this.waitLog.admit('waiting_for_lease')) return;
+    const lease = this.leaseTtlMs;
+    this.logger.info(
+      {
+        groupId: this.options.groupId,
+        reason: 'waiting_for_lease',
+        topic: worker.topic,
+        partition: worker.partition,
+        offset: record.offset,
+        recordKey: record.key === null ? undefined : record.key.toString('utf8'),
+        retryInMs: delayMs,
+        leaseTtlMs: lease,
+      },
+      `twophase/kafka: key busy under a lease held by an earlier owner (another member, or a process that stopped without releasing it); ` +
+        `the partition waits until that owner commits or its lease expires (${lease === undefined ? 'up to the lease TTL' : `at most ${lease} ms`}), checking every ${delayMs} ms`,
+    );
   }
 
   private onRebalancing(): void {

@@ -3,7 +3,7 @@
  * `Readonly<Required<…>>` constant; merged into a copy and validated at construction with errors
  * naming the field and the value.
  */
-import { type BackoffPolicy, ConfigurationError, consoleWarnLogger, type Logger } from '../../src';
+import { type BackoffPolicy, ConfigurationError, consoleInfoLogger, type Logger } from '../../src';
 import { checkBoolean, checkFraction, checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import type { GroupConsumerConfig, RecordProducerConfig } from './client';
 
@@ -94,7 +94,11 @@ export interface KafkaSourceOptions {
   readonly deadLetterTopicCheck?: DeadLetterTopicCheck;
   /** Timeout of one dead-letter produce request, ms. Default 10 000. Range 100 … 600 000. */
   readonly deadLetterTimeoutMs?: number;
-  /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
+  /**
+   * pino-compatible logger. Default: info, warnings and errors as JSON lines on stderr (the
+   * consumer's default too), so the group join, the assignment and a wait for another owner's
+   * lease are visible without configuration.
+   */
   readonly logger?: Logger;
 }
 
@@ -237,7 +241,7 @@ export function resolveKafkaSourceOptions(options: KafkaSourceOptions): Resolved
     deadLetterTopic: options.deadLetterTopic ?? d.deadLetterTopic,
     deadLetterTopicCheck: options.deadLetterTopicCheck ?? d.deadLetterTopicCheck,
     deadLetterTimeoutMs: options.deadLetterTimeoutMs ?? d.deadLetterTimeoutMs,
-    logger: options.logger ?? consoleWarnLogger,
+    logger: options.logger ?? consoleInfoLogger,
   };
   if (resolved.partitionConcurrency !== undefined) checkInteger('partitionConcurrency', resolved.partitionConcurrency, 1, 10_000);
   checkInteger('claimBatchSize', resolved.claimBatchSize, 1, 1000);

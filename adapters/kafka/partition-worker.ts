@@ -70,6 +70,12 @@ export interface WorkerHost {
   /** Called around each dispatch (for heartbeats while work is in flight). */
   dispatchStarted(): void;
   dispatchEnded(): void;
+  /**
+   * Called when a record waits in place because its key is busy under a lease this worker does
+   * not hold (an earlier owner: another member, or a process that crashed and whose lease has
+   * not expired), before waiting `delayMs`. Logs through a limiter; nothing else per record.
+   */
+  waitingForLease(worker: PartitionWorker, record: KafkaRecord, delayMs: number): void;
   /** Counters. */
   count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace' | 'repeatedSettlesIgnored' | 'chunkRollbacks'): void;
 }
@@ -319,6 +325,7 @@ export class PartitionWorker {
         this.host.logger.warn({ topic: this.topic, partition: this.partition, offset: item.record.offset }, 'twophase/kafka: a record was not settled; dispatching it again in place');
       } else {
         if (requeue.cause === 'retry') retries++;
+        else if (requeue.cause === 'busy') this.host.waitingForLease(this, item.record, step.delayMs);
         this.unavailableStreak = streak;
         this.host.count('requeuedInPlace');
       }
