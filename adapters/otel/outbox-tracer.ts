@@ -32,10 +32,12 @@ import {
   ATTR_MESSAGING_RABBITMQ_DESTINATION_ROUTING_KEY,
   ATTR_MESSAGING_SYSTEM,
   ATTR_TWOPHASE_ATTEMPT,
-  MESSAGING_OPERATION_NAME_VALUE_PUBLISH,
   MESSAGING_OPERATION_TYPE_VALUE_SEND,
 } from './semconv';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './version';
+
+/** `messaging.operation.name` of the publish span: a system-specific name in the conventions, not a registry value. */
+const OPERATION_NAME_PUBLISH = 'publish';
 
 /** Options of {@link createOutboxRelayTracer}. */
 export interface OutboxRelayTracerOptions {
@@ -57,7 +59,8 @@ const TRACE_CONTEXT_HEADERS = new Set(['traceparent', 'tracestate']);
  * `headers: injectTraceHeaders()` inside the transaction's span to record it). Once the span
  * exists, the published headers carry its `traceparent` (and `tracestate`) in place of the staged
  * ones; other headers, baggage included, go as staged. The span ends at the broker's confirm, with
- * status ERROR and `error.type` when the publish failed. Without an OpenTelemetry SDK (no valid
+ * status ERROR and `error.type` when the publish failed. The publish runs in the span's context.
+ * Without an OpenTelemetry SDK (no valid
  * span context) the headers go exactly as staged.
  *
  * @throws ConfigurationError for an unknown option or a tracerProvider / propagator of the wrong shape
@@ -92,7 +95,8 @@ class OutboxRelayTracer implements OutboxPublishTracer {
       return publish(record);
     }
     try {
-      await publish(traced);
+      // Run inside the span's context: spans the broker client opens (an auto-instrumentation) are its children.
+      await otelContext.with(trace.setSpan(otelContext.active(), span), () => publish(traced));
     } catch (error) {
       span.setAttribute(ATTR_ERROR_TYPE, errorType(error) ?? OTHER_ERROR_TYPE);
       span.setStatus({ code: SpanStatusCode.ERROR, message: truncateErrorMessage(error) });
@@ -123,7 +127,7 @@ class OutboxRelayTracer implements OutboxPublishTracer {
 function publishSpanFacts(record: OutboxRecord): { name: string; attributes: Attributes } {
   const attributes: Attributes = {
     [ATTR_MESSAGING_SYSTEM]: record.system,
-    [ATTR_MESSAGING_OPERATION_NAME]: MESSAGING_OPERATION_NAME_VALUE_PUBLISH,
+    [ATTR_MESSAGING_OPERATION_NAME]: OPERATION_NAME_PUBLISH,
     [ATTR_MESSAGING_OPERATION_TYPE]: MESSAGING_OPERATION_TYPE_VALUE_SEND,
     [ATTR_MESSAGING_MESSAGE_ID]: record.id,
     [ATTR_TWOPHASE_ATTEMPT]: record.attempts + 1,
@@ -140,5 +144,5 @@ function publishSpanFacts(record: OutboxRecord): { name: string; attributes: Att
     attributes[ATTR_MESSAGING_RABBITMQ_DESTINATION_ROUTING_KEY] = to.routingKey;
   }
   attributes[ATTR_MESSAGING_DESTINATION_NAME] = destination;
-  return { name: spanName(MESSAGING_OPERATION_NAME_VALUE_PUBLISH, destination), attributes };
+  return { name: spanName(OPERATION_NAME_PUBLISH, destination), attributes };
 }
