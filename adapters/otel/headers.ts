@@ -108,10 +108,11 @@ export interface InjectOptions extends PropagationOptions {
  * `options.context`) added as string headers (`traceparent`, `tracestate`, `baggage` with the
  * W3C propagators). The input is not modified. When the context holds no span, no `traceparent`
  * is written and any the headers already carry is kept (a republished copy keeps its origin).
- * Call it once per message, inside the span that should be the consumer's parent.
+ * Call it once per message, inside the span that should be the consumer's parent. Header values
+ * keep their type: string headers in, string headers out (an outbox message's `headers`).
  */
-export function injectTraceHeaders(headers?: MessageHeaders, options?: InjectOptions): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...(headers ?? {}) };
+export function injectTraceHeaders<V = unknown>(headers?: Readonly<Record<string, V>>, options?: InjectOptions): Record<string, V | string> {
+  const out: Record<string, V | string> = { ...(headers ?? {}) };
   try {
     propagatorOf(options).inject(options?.context ?? otelContext.active(), out, headerSetter);
   } catch (error) {

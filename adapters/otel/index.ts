@@ -6,6 +6,7 @@
  * @module twophase/otel
  */
 export { createOtelObserver, type OtelObserverFlag, type OtelObserverOptions, OTEL_OBSERVER_DEFAULTS } from './otel-observer';
+export { createOutboxRelayTracer, type OutboxRelayTracerOptions } from './outbox-tracer';
 export {
   injectTraceHeaders,
   extractContext,

@@ -29,6 +29,7 @@ export const ATTR_MESSAGING_OPERATION_LEGACY = 'messaging.operation';
 
 export const MESSAGING_OPERATION_TYPE_VALUE_PROCESS = 'process';
 export const MESSAGING_OPERATION_TYPE_VALUE_SETTLE = 'settle';
+export const MESSAGING_OPERATION_TYPE_VALUE_SEND = 'send';
 
 // ---- error (https://opentelemetry.io/docs/specs/semconv/attributes-registry/error/)
 export const ATTR_ERROR_TYPE = 'error.type';

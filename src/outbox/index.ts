@@ -16,6 +16,7 @@ export { outboxMessageId, randomOutboxMessageId, OUTBOX_ID_DOMAIN } from './outb
 export type {
   OutboxStore,
   OutboxPublisher,
+  OutboxPublishTracer,
   OutboxNotifier,
   OutboxSubscription,
   OutboxWriter,

@@ -23,7 +23,7 @@ import { backoffDelay } from '../retry';
 import type { RunnableConsumer } from '../runner';
 import { truncateErrorMessage } from '../settlement';
 import type { OutboxSystem } from './outbox-message';
-import type { OutboxClaim, OutboxFailure, OutboxNotifier, OutboxPublisher, OutboxRecord, OutboxStats, OutboxStore, OutboxSubscription, PublishFailureClass } from './ports';
+import type { OutboxClaim, OutboxFailure, OutboxNotifier, OutboxPublisher, OutboxPublishTracer, OutboxRecord, OutboxStats, OutboxStore, OutboxSubscription, PublishFailureClass } from './ports';
 import { type OutboxRelayOptions, type ResolvedOutboxRelayOptions, resolveRelayOptions } from './relay-options';
 
 /** What a relay uses and does not own. */
@@ -41,6 +41,12 @@ export interface OutboxRelayDependencies {
   readonly logger?: Logger;
   /** Told of each step (metrics, tracing, tests). Its errors are logged and ignored. */
   readonly observer?: OutboxRelayObserver;
+  /**
+   * Wraps each publish: `createOutboxRelayTracer()` from `twophase/otel` gives each message a
+   * PRODUCER span linked to the trace context staged in its headers, and sends the span's context
+   * in the published headers. Default: none (headers sent as staged).
+   */
+  readonly tracer?: OutboxPublishTracer;
 }
 
 /**
@@ -85,7 +91,7 @@ export interface RelayCycle {
   readonly released: number;
 }
 
-const DEPENDENCY_NAMES = ['store', 'publisher', 'notifier', 'logger', 'observer'];
+const DEPENDENCY_NAMES = ['store', 'publisher', 'notifier', 'logger', 'observer', 'tracer'];
 
 /**
  * Publishes the outbox. Runs alone (`start()` / `stop()`, the CLI's `twophase outbox relay`) or
@@ -104,6 +110,7 @@ export class OutboxRelay implements RunnableConsumer {
   private readonly notifier: OutboxNotifier | undefined;
   private readonly logger: Logger;
   private readonly observer: OutboxRelayObserver | undefined;
+  private readonly tracer: OutboxPublishTracer | undefined;
   /** Unique per instance: the lease owner. */
   readonly owner: string;
   private state: ConsumerState = 'created';
@@ -123,7 +130,7 @@ export class OutboxRelay implements RunnableConsumer {
   private current: { claim: OutboxClaim; held: Set<string>; settled: boolean; keeper?: LeaseExtender } | undefined;
 
   /**
-   * @throws ConfigurationError for a missing store or publisher, two publishers of one broker, or an invalid option
+   * @throws ConfigurationError for a missing store or publisher, two publishers of one broker, an observer or tracer of the wrong shape, or an invalid option
    */
   constructor(dependencies: OutboxRelayDependencies, options: OutboxRelayOptions = {}) {
     if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError(`OutboxRelay dependencies must be { store, publisher, notifier?, logger? }, got ${describeType(dependencies)}`);
@@ -144,6 +151,8 @@ export class OutboxRelay implements RunnableConsumer {
     this.logger = guardLogger(dependencies.logger ?? consoleWarnLogger);
     if (dependencies.observer !== undefined && typeof dependencies.observer?.onEvent !== 'function') throw new ConfigurationError(`OutboxRelay observer must have onEvent(event), got ${describeType(dependencies.observer)}`);
     this.observer = dependencies.observer;
+    if (dependencies.tracer !== undefined && typeof dependencies.tracer?.tracePublish !== 'function') throw new ConfigurationError(`OutboxRelay tracer must have tracePublish(record, publish), got ${describeType(dependencies.tracer)}`);
+    this.tracer = dependencies.tracer;
     this.owner = `${this.options.name}:${randomUUID()}`;
   }
 
@@ -263,7 +272,7 @@ export class OutboxRelay implements RunnableConsumer {
           for (const record of run) {
             if (this.stopRequested || !held.has(record.sequence)) break;
             try {
-              await this.publisherOf(record).publish(record);
+              await this.publish(record);
               confirmed.push(record.sequence);
               this.published++;
               this.emit({ type: 'published', fencingToken: claim.lease.fencingToken, record });
@@ -316,6 +325,12 @@ export class OutboxRelay implements RunnableConsumer {
     } catch (error) {
       this.logger.warn({ relay: this.options.name, err: error, event: event.type }, 'outbox relay: the observer threw; ignored');
     }
+  }
+
+  private publish(record: OutboxRecord): Promise<void> {
+    const publisher = this.publisherOf(record);
+    if (!this.tracer) return publisher.publish(record);
+    return this.tracer.tracePublish(record, (traced) => publisher.publish(traced));
   }
 
   private publisherOf(record: OutboxRecord): OutboxPublisher {

@@ -148,6 +148,16 @@ export interface OutboxPublisher {
   classify?(error: unknown): PublishFailureClass;
 }
 
+/**
+ * Wraps each publish of the relay, for tracing (`createOutboxRelayTracer` from `twophase/otel`).
+ * `tracePublish` must call `publish` once, with `record` or a copy of it whose headers carry more
+ * (a trace context), and settle as it settles: its resolution is the broker's confirm, its
+ * rejection the publish failure the relay records.
+ */
+export interface OutboxPublishTracer {
+  tracePublish(record: OutboxRecord, publish: (record: OutboxRecord) => Promise<void>): Promise<void>;
+}
+
 /** Staging rows into the caller's open transaction: what `ctx.outbox` writes through. */
 export interface OutboxWriter {
   /**

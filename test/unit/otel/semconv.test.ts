@@ -64,6 +64,7 @@ describe('semantic-convention names', () => {
         'process',
         'rabbitmq.destination.routing_key',
         'rabbitmq.message.delivery_tag',
+        'send',
         'settle',
       ].sort(),
     );
