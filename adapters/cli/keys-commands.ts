@@ -11,7 +11,7 @@ import type { Client } from 'pg';
 import { namespaceKey } from '../../src';
 import { diagnoseRedisKey } from '../redis';
 import { importPeer, loadOrReport } from './peer';
-import { DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
 import { printableLines } from './printable';
 import { badServiceUrl } from './url-check';
 import { type CliIo, printCommandError } from './reporters';
@@ -110,7 +110,7 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
     }
     const modules = await loadOrReport(io, setExit, () => loadPostgres(command));
     if (!modules) return;
-    const client = new modules.Client({ connectionString: url });
+    const client = new modules.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     client.on('error', () => undefined);
     try {
       await report(flags, async () => {

@@ -7,7 +7,8 @@ import { type Command, InvalidArgumentError } from 'commander';
 import type { Client } from 'pg';
 import { type OutboxPublisher, OutboxRelay, type OutboxRelayEvent } from '../../src';
 import { importPeer, loadOrReport } from './peer';
-import { DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { badServiceUrl } from './url-check';
+import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
 
 interface Common {
@@ -61,12 +62,17 @@ export function addOutboxCommands(
   const withPostgres = async (command: string, flags: Common, work: (client: Client, postgres: PostgresModules['postgres']) => Promise<unknown>, human: (result: unknown) => string, exitOf: (result: unknown) => number = () => 0): Promise<void> => {
     const url = databaseUrl(flags.url, env);
     if (!url) {
-      usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
+      usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
+      return;
+    }
+    const bad = badServiceUrl(url, 'postgres');
+    if (bad) {
+      usage(bad);
       return;
     }
     const modules = await loadOrReport(io, setExit, () => loadPostgres(command));
     if (!modules) return;
-    const client = new modules.Client({ connectionString: url });
+    const client = new modules.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     client.on('error', () => undefined);
     try {
       await client.connect();
@@ -160,7 +166,9 @@ export function addOutboxCommands(
     .option('--shutdown-timeout <ms>', 'wait for publishes in flight at stop, ms', integer(0, 600_000), 10_000)
     .action(async (flags: RelayFlags) => {
       const url = databaseUrl(flags.url, env);
-      if (!url) return usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
+      if (!url) return usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
+      const bad = badServiceUrl(url, 'postgres') ?? (flags.rabbitmqUrl === undefined ? undefined : badServiceUrl(flags.rabbitmqUrl, 'rabbitmq'));
+      if (bad) return usage(bad);
       if (flags.rabbitmqUrl === undefined && flags.kafkaBrokers === undefined) return usage('give --rabbitmq-url, --kafka-brokers, or both');
       if (flags.deadKeyPolicy !== 'hold' && flags.deadKeyPolicy !== 'continue') return usage(`--dead-key-policy must be hold or continue, got ${flags.deadKeyPolicy}`);
       const command = 'twophase outbox relay';
@@ -172,7 +180,7 @@ export function addOutboxCommands(
       });
       if (!modules) return;
       const [{ Pool }, postgres] = modules.pg;
-      const pool = new Pool({ connectionString: url, max: 4 });
+      const pool = new Pool({ connectionString: url, max: 4, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
       pool.on('error', () => undefined);
       const line = (event: Record<string, unknown>, text: string) => io.stdout(flags.json ? `${JSON.stringify(event)}\n` : `${text}\n`);
       const logger = {

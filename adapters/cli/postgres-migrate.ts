@@ -9,6 +9,9 @@ import { importPeer, loadOrReport } from './peer';
 import { type CliIo, printCommandError } from './reporters';
 import { badServiceUrl } from './url-check';
 
+/** How long a CLI command waits for a PostgreSQL connection, ms: a URL that points at another kind of server never answers the startup message. */
+export const CONNECT_TIMEOUT_MS = 10_000;
+
 /** Environment variables read for the database URL, in order. */
 export const DATABASE_URL_ENVS = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as const;
 
@@ -70,7 +73,7 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
       const modules = await loadOrReport(io, setExit, () => loadPostgres('twophase postgres migrate'));
       if (!modules) return;
       const { Client, postgres } = modules;
-      const client = new Client({ connectionString: url });
+      const client = new Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
       client.on('error', () => undefined);
       try {
         await client.connect();

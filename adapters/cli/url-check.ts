@@ -23,5 +23,5 @@ export function badServiceUrl(url: string, service: keyof typeof FORMS): string 
     scheme = undefined;
   }
   if (scheme !== undefined && (form.schemes as readonly string[]).includes(scheme)) return undefined;
-  return `${JSON.stringify(url)} is not a ${form.name} URL (expected ${form.example})`;
+  return `${JSON.stringify(url)} is not ${/^[AEIOU]/.test(form.name) ? 'an' : 'a'} ${form.name} URL (expected ${form.example})`;
 }

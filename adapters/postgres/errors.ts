@@ -95,7 +95,7 @@ export function toClaimerError(error: unknown, what: string): TwophaseError {
     case SQLSTATE.undefinedFunction:
     case SQLSTATE.undefinedColumn:
     case SQLSTATE.invalidSchemaName:
-      return new SchemaMismatchError(`${what}: the inbox schema is missing or out of date (PostgreSQL said: ${message}); run \`twophase postgres migrate\``);
+      return new SchemaMismatchError(`${what}: the twophase schema (inbox and outbox tables) is missing or out of date (PostgreSQL said: ${message}); run \`twophase postgres migrate\``);
     case SQLSTATE.insufficientPrivilege:
       return new ConfigurationError(`${what}: the database user lacks a privilege the claimer needs (PostgreSQL said: ${message})`, { cause: error });
     case SQLSTATE.foreignKeyViolation:

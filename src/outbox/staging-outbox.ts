@@ -21,8 +21,11 @@ export interface Outbox {
   stage(message: OutboxMessage): Promise<string>;
   /** Stages several messages in one statement, in order; resolves with their ids. Same errors as {@link Outbox.stage}. */
   stageMany(messages: readonly OutboxMessage[]): Promise<string[]>;
-  /** The ids staged so far by this run, in order (a handler can return them in its result). */
-  readonly stagedIds: readonly string[];
+  /**
+   * The ids staged so far by this run, in order: a new array at each read, so a handler can return
+   * it in its result (a `runOnce` result is a JSON value).
+   */
+  readonly stagedIds: string[];
 }
 
 /**
@@ -39,8 +42,8 @@ export class ScopedOutbox implements Outbox {
     private readonly scope: string | undefined,
   ) {}
 
-  get stagedIds(): readonly string[] {
-    return this.ids;
+  get stagedIds(): string[] {
+    return [...this.ids];
   }
 
   async stage(message: OutboxMessage): Promise<string> {
@@ -64,9 +67,11 @@ export class ScopedOutbox implements Outbox {
 
 /** The `ctx.outbox` of a run without a transaction: every call rejects with the fix. */
 export class UnavailableOutbox implements Outbox {
-  readonly stagedIds: readonly string[] = [];
-
   constructor(private readonly why: string) {}
+
+  get stagedIds(): string[] {
+    return [];
+  }
 
   stage(): Promise<string> {
     return Promise.reject(this.error());

@@ -3,7 +3,7 @@
  * definition), message validation, and the relay's option checks.
  */
 import { createHash } from 'node:crypto';
-import { ConfigurationError, InvalidOutboxMessageError, OutboxRelay, outboxMessageId, toOutboxEnvelope, type OutboxPublisher, type OutboxStore } from '../../src';
+import { ConfigurationError, InMemoryClaimer, InvalidOutboxMessageError, OutboxRelay, outboxMessageId, runOnce, toOutboxEnvelope, type OutboxPublisher, type OutboxStore } from '../../src';
 
 describe('outboxMessageId', () => {
   test('is the first 16 bytes of SHA-256("twophase-outbox-v1\\n" + scope + "\\n" + position) as a UUIDv8', () => {
@@ -74,5 +74,17 @@ describe('OutboxRelay construction', () => {
 
   test('defaults: extendIntervalMs is a third of leaseMs', () => {
     expect(new OutboxRelay({ store, publisher }, { leaseMs: 9000 }).options.extendIntervalMs).toBe(3000);
+  });
+});
+
+describe('stagedIds', () => {
+  test('a runOnce function can return ctx.outbox.stagedIds in its JSON result as the docs say (it type-checks and is a copy)', async () => {
+    const claimer = new InMemoryClaimer();
+    const outcome = await runOnce({ claimer, scope: { operation: 'job', actor: 'tests' }, key: 'k-1', leaseTtlMs: 1000, doneTtlMs: 60_000 }, async ({ outbox }) => {
+      const ids = outbox.stagedIds;
+      ids.push('not staged');
+      return { ids: outbox.stagedIds };
+    });
+    expect(outcome).toMatchObject({ status: 'ran', result: { ids: [] } });
   });
 });
