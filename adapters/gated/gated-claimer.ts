@@ -9,6 +9,7 @@ import {
   type ClaimResult,
   isRetriable,
   type JsonValue,
+  type KeyPeek,
   KeyConflictError,
   type Logger,
   type Receipt,
@@ -129,7 +130,15 @@ export class GatedClaimer implements Claimer {
     this.kind = this.truth.kind;
     this.transactional = this.truth.transactional === true;
     this.window = new GateWindow(this.options.gateRetryMs, resolved.clock, this.logger);
+    const truth = this.truth;
+    if (truth.peek) this.peek = (key) => truth.peek!(key);
   }
+
+  /**
+   * Reads the key's state from the truth (the gate may hold less, or nothing): present when the
+   * truth has `peek` (a PostgresClaimer has). See {@link Claimer.peek}.
+   */
+  readonly peek?: (key: string) => Promise<KeyPeek>;
 
   /** A copy of the counters. */
   get stats(): Readonly<GatedClaimerStats> {

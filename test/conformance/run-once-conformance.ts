@@ -94,7 +94,8 @@ export function describeRunOnceConformance(name: string, factory: ClaimerFactory
     });
 
     test("a failure recorded ('record') blocks until retry: true; a failure released ('release') does not", async () => {
-      const recorded = options('record');
+      // Explicit: with a transactional claimer the default is 'release' (a failed run rolled back).
+      const recorded = options('record', { onFailure: 'record' });
       await expect(runOnce(recorded, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
       await expect(runOnce(recorded, () => 1)).rejects.toBeInstanceOf(PreviousAttemptFailedError);
       expect(await runOnce({ ...recorded, retry: true }, () => 2)).toMatchObject({ status: 'ran', result: 2 });
