@@ -115,7 +115,7 @@ export interface ConsumerOptions {
    * `ctx.transaction` fails each delivery with `TransactionUnavailableError`).
    */
   readonly requireTransaction?: boolean;
-  /** pino-compatible logger. Default: warnings and errors as JSON lines on stderr. */
+  /** pino-compatible logger. Default: `consoleInfoLogger` (info, warn and error as JSON lines on stderr). */
   readonly logger?: Logger;
   /** Observers of every outcome (logging, metrics, tracing). */
   readonly observers?: readonly ConsumerObserver[];
