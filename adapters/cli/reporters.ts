@@ -13,7 +13,7 @@ export interface CliIo {
 
 /**
  * Prints a command's failure: `{ type: 'error', error }` on stdout with `--json`, else `error: …`
- * on stderr (control and bidi characters escaped, {@link printable}).
+ * on stderr (control and bidi characters escaped).
  */
 export function printCommandError(io: CliIo, json: boolean, error: unknown): void {
   const message = error instanceof Error ? error.message : String(error);
@@ -52,7 +52,7 @@ export function jsonReporter(io: CliIo): (event: ReplayEvent) => void {
 /** Longest key or message id shown whole on a progress line (the JSON output keeps them whole). */
 const MAX_LABEL_CHARS = 80;
 
-/** A key or message id, shortened and escaped ({@link printable}). */
+/** A key or message id, shortened, control and bidi characters escaped. */
 function shorten(label: string): string {
   return printable(label.length <= MAX_LABEL_CHARS ? label : `${label.slice(0, MAX_LABEL_CHARS)}… (${label.length} characters)`);
 }
@@ -71,7 +71,7 @@ export const MAX_MESSAGE_LINES = 1000;
  * shortened; a dry run adds the recorded error text), except that in a run of more than 1000
  * messages replayed ones are counted in a progress line every 2 s instead (skipped and failed
  * ones keep their lines). Notices (warnings) as `warning: …`. Every text that came from a
- * message or a broker is escaped ({@link printable}): one message, one line.
+ * message or a broker has its control and bidi characters escaped: one message, one line.
  */
 export function humanReporter(io: CliIo): (event: ReplayEvent) => void {
   let quiet = false;

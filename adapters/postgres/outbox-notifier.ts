@@ -29,7 +29,7 @@ export interface PostgresOutboxNotifierOptions {
   readonly reconnectDelayMs?: number;
 }
 
-/** LISTEN/NOTIFY for {@link OutboxRelay}. */
+/** LISTEN/NOTIFY for the outbox relay (`OutboxRelay` of `twophase`). */
 export class PostgresOutboxNotifier implements OutboxNotifier {
   private readonly pool: Pool;
   private readonly logger: Logger;
