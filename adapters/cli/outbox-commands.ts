@@ -164,7 +164,7 @@ export function addOutboxCommands(
     .option('--lease <ms>', 'lease of a claim, ms', integer(1000, 3_600_000), 30_000)
     .option('--max-attempts <n>', 'publishes of a message before it is dead', integer(1, 1000), 10)
     .option('--dead-key-policy <policy>', 'hold (later messages of a dead message\'s key wait) or continue', 'hold')
-    .option('--key-concurrency <n>', 'ordering keys published at once, per claim', integer(1, 1024), 16)
+    .option('--key-concurrency <n>', 'ordering keys published at once, per claim', integer(1, 1024), 100)
     .option('--claim-concurrency <n>', 'claims in progress at once (the next claimed while one publishes)', integer(1, 16), 2)
     .option('--shutdown-timeout <ms>', 'wait for publishes in flight at stop, ms', integer(0, 600_000), 10_000)
     .option('--stats-interval <ms>', 'a stats line (pending, lag, leased, dead, published) right after start and then every <ms>; 0 = only the first', integer(0, 3_600_000), 60_000)

@@ -11,6 +11,9 @@
  *    `extendIntervalMs`; a row the store says is no longer held is not published;
  * 3. settle under the claim's token: confirmed rows are deleted; a failed row gets its backoff or
  *    goes dead; the rest of its key is given back untouched (never published out of order).
+ * `claimConcurrency` cycles run at once (default 2): while one waits on the broker, the next is
+ * claimed and published. The store never hands a key to a second claim while an older row of it
+ * is in the table, so this changes no key's order.
  * A crash anywhere leaves rows leased until `leaseMs` runs out; another relay then publishes them
  * again under the same ids (at least once; downstream twophase consumers deduplicate).
  */

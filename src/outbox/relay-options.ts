@@ -35,7 +35,10 @@ export interface OutboxRelayOptions {
   readonly retryBackoff?: BackoffPolicy;
   /** What later messages of a key do once a message of that key is dead. Default `'hold'` (see {@link DeadKeyPolicy}). */
   readonly deadKeyPolicy?: DeadKeyPolicy;
-  /** Ordering keys published at the same time, per claim (each key one message at a time). Default 16. [1, 1024]. */
+  /**
+   * Ordering keys published at the same time, per claim (each key one message at a time). Default
+   * 100 (the default `batchSize`: every key of a claim in flight at once). [1, 1024].
+   */
   readonly keyConcurrency?: number;
   /**
    * Claims in progress at the same time: while one claim's messages are published, the next is
@@ -68,7 +71,7 @@ export const OUTBOX_RELAY_DEFAULTS: Readonly<Omit<Required<OutboxRelayOptions>, 
   maxAttempts: 10,
   retryBackoff: Object.freeze({ initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0.2 }),
   deadKeyPolicy: 'hold',
-  keyConcurrency: 16,
+  keyConcurrency: 100,
   claimConcurrency: 2,
   shutdownTimeoutMs: 10_000,
   statsIntervalMs: 10_000,
