@@ -28,7 +28,9 @@ interface RelayFlags extends Common {
   maxAttempts: number;
   deadKeyPolicy: string;
   keyConcurrency: number;
+  claimConcurrency: number;
   shutdownTimeout: number;
+  statsInterval: number;
 }
 
 function integer(min: number, max: number): (value: string) => number {
@@ -162,8 +164,10 @@ export function addOutboxCommands(
     .option('--lease <ms>', 'lease of a claim, ms', integer(1000, 3_600_000), 30_000)
     .option('--max-attempts <n>', 'publishes of a message before it is dead', integer(1, 1000), 10)
     .option('--dead-key-policy <policy>', 'hold (later messages of a dead message\'s key wait) or continue', 'hold')
-    .option('--key-concurrency <n>', 'ordering keys published at once', integer(1, 1024), 16)
+    .option('--key-concurrency <n>', 'ordering keys published at once, per claim', integer(1, 1024), 100)
+    .option('--claim-concurrency <n>', 'claims in progress at once (the next claimed while one publishes)', integer(1, 16), 2)
     .option('--shutdown-timeout <ms>', 'wait for publishes in flight at stop, ms', integer(0, 600_000), 10_000)
+    .option('--stats-interval <ms>', 'a stats line (pending, lag, leased, dead, published) right after start and then every <ms>; 0 = only the first', integer(0, 3_600_000), 60_000)
     .action(async (flags: RelayFlags) => {
       const url = databaseUrl(flags.url, env);
       if (!url) return usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
@@ -182,13 +186,19 @@ export function addOutboxCommands(
       const [{ Pool }, postgres] = modules.pg;
       const pool = new Pool({ connectionString: url, max: 4, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
       pool.on('error', () => undefined);
-      const line = (event: Record<string, unknown>, text: string) => io.stdout(flags.json ? `${JSON.stringify(event)}\n` : `${text}\n`);
+      // Every line says when and which relay: several relays may write to one log.
+      const line = (event: Record<string, unknown>, text: string) => {
+        const time = new Date().toISOString();
+        io.stdout(flags.json ? `${JSON.stringify({ ...event, time, relay: flags.name })}\n` : `${time} ${flags.name}: ${text}\n`);
+      };
+      const log = (level: 'warn' | 'error', obj: object, msg?: string) => io.stderr(`${JSON.stringify({ level, time: new Date().toISOString(), relay: flags.name, msg, ...serializable(obj) })}\n`);
       const logger = {
         info: () => undefined,
         debug: () => undefined,
-        warn: (obj: object, msg?: string) => io.stderr(`${JSON.stringify({ level: 'warn', msg, ...serializable(obj) })}\n`),
-        error: (obj: object, msg?: string) => io.stderr(`${JSON.stringify({ level: 'error', msg, ...serializable(obj) })}\n`),
+        warn: (obj: object, msg?: string) => log('warn', obj, msg),
+        error: (obj: object, msg?: string) => log('error', obj, msg),
       };
+      let statsTimer: NodeJS.Timeout | undefined;
       const publishers: OutboxPublisher[] = [];
       try {
         if (modules.rabbit) publishers.push(new modules.rabbit.RabbitMqOutboxPublisher({ url: flags.rabbitmqUrl!, logger }));
@@ -217,16 +227,33 @@ export function addOutboxCommands(
             maxAttempts: flags.maxAttempts,
             deadKeyPolicy: flags.deadKeyPolicy,
             keyConcurrency: flags.keyConcurrency,
+            claimConcurrency: flags.claimConcurrency,
             shutdownTimeoutMs: flags.shutdownTimeout,
           },
         );
         await relay.start();
         const started = relay.health();
         line({ type: 'started', name: flags.name, schema: flags.schema, systems: publishers.map((p) => p.system), listening: started.listening }, `relay ${flags.name} started (schema ${flags.schema}; ${publishers.map((p) => p.system).join(' + ')}; ${started.listening ? 'LISTEN/NOTIFY + polling' : 'polling only'})`);
+        const stats = async (): Promise<void> => {
+          try {
+            const st = await relay.stats();
+            const h = relay.health();
+            const dead = Object.entries(st.dead).map(([reason, n]) => `${n} ${reason}`).join(', ') || 'none';
+            line(
+              { type: 'stats', pending: st.pending, oldestPendingAgeMs: st.oldestPendingAgeMs, leased: st.leased, dead: st.dead, published: h.published, publishFailures: h.publishFailures, listening: h.listening },
+              `${st.pending} pending (oldest ${st.oldestPendingAgeMs} ms), ${st.leased} leased, dead: ${dead}; ${h.published} published, ${h.publishFailures} failed publishes since start`,
+            );
+          } catch (error) {
+            logger.warn({ err: error }, 'outbox relay: reading the outbox counts failed');
+          }
+        };
+        await stats();
+        if (flags.statsInterval > 0) statsTimer = setInterval(() => void stats(), flags.statsInterval);
         await new Promise<void>((resolve) => {
           if (!signal || signal.aborted) return resolve();
           signal.addEventListener('abort', () => resolve(), { once: true });
         });
+        clearInterval(statsTimer);
         await relay.stop();
         const h = relay.health();
         line({ type: 'stopped', published: h.published, publishFailures: h.publishFailures }, `relay stopped: ${h.published} published, ${h.publishFailures} failed publishes`);
@@ -235,6 +262,7 @@ export function addOutboxCommands(
         printCommandError(io, flags.json, error);
         setExit(1);
       } finally {
+        clearInterval(statsTimer);
         await pool.end().catch(() => undefined);
       }
     });

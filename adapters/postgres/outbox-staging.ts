@@ -87,13 +87,16 @@ export function stageOutbox(db: SqlExecutor, messages: OutboxMessage | readonly 
 }
 
 /**
- * Writes envelopes with `twophase_outbox_stage` through `db`. With `probe`, the first call reads
+ * Writes envelopes with `twophase_outbox_stage` through `db`, one writer per transaction: only its
+ * first staging statement asks for the NOTIFY (one per transaction is all a relay needs). With `probe`, the first call reads
  * the transaction's start time in a statement of its own and every staging statement checks it is
  * still in that transaction: a client in auto-commit (or a Pool, or a transaction that ended)
  * runs each statement in a transaction of its own, so the times differ and nothing is staged.
  */
 export class PostgresOutboxWriter implements OutboxWriter {
   private transactionStarted: Promise<string> | undefined;
+  /** A staging statement of this transaction already queued the NOTIFY (PostgreSQL sends it once at COMMIT anyway). */
+  private notified = false;
 
   constructor(
     private readonly db: SqlExecutor,
@@ -124,11 +127,12 @@ export class PostgresOutboxWriter implements OutboxWriter {
       envelopes.map((e) => JSON.stringify(e.properties)),
       envelopes.map((e) => e.body),
       envelopes.map((e) => e.orderingKey),
-      this.notify,
+      this.notify && !this.notified,
     ];
     try {
       params.push(this.probe ? await this.started() : null);
       await this.db.query(`SELECT ${this.schema}.twophase_outbox_stage($1::uuid[], $2::text[], $3::jsonb[], $4::jsonb[], $5::jsonb[], $6::bytea[], $7::text[], $8::boolean, $9::timestamptz)`, params);
+      if (this.notify) this.notified = true;
     } catch (error) {
       throw stagingError(error);
     }

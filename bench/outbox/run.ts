@@ -2,13 +2,18 @@
  * The transactional outbox benchmark (`npm run bench:outbox`), on the shared PostgreSQL, RabbitMQ
  * and Kafka, in a fresh schema, four parts in one run:
  *
- *   throughput  relay rate (one OutboxRelay, `relayOnce()` until the table is empty, batch size
- *               `--batch`) against the same broker's raw confirmed-publish rate with the same
- *               batch (amqplib confirm channel, `waitForConfirms` per batch; kafkajs idempotent
- *               producer, acks -1, one `send` per batch), 1 KiB messages, `--runs` rounds
- *               interleaved (raw and relay alternate, the order flips each round), medians. Kafka
- *               also gets the floor under a per-record publisher: the same producer sending one
- *               record per `send`, `keyConcurrency` at a time (what the relay does);
+ *   throughput  relay rate (one OutboxRelay started as in production, from its first claim to
+ *               the delete of the last row; batch size `--batch`) against the same broker's raw
+ *               confirmed-publish rate with the same batch (amqplib confirm channel,
+ *               `waitForConfirms` per batch; kafkajs idempotent producer, acks -1, one `send` per
+ *               batch), 1 KiB messages, `--runs` rounds interleaved (the variants alternate, the
+ *               order flips each round), medians. Relay variants: the defaults; one claim at a
+ *               time; the previous defaults (16 keys, one claim); and the relay with a publisher
+ *               that resolves at once (no broker: the floor set by the claim and delete
+ *               statements). Each relay line gives the client-side time per message in the claim
+ *               statement, the delete and the publishing (claim returned → last confirm). Also the
+ *               per-record floor: the same client publishing one message at a time,
+ *               `keyConcurrency` in flight;
  *   staging     one staging call (`transactionOutbox(client).stage`, as `ctx.outbox` does) against
  *               a plain INSERT of the same row into a table `LIKE twophase_outbox INCLUDING ALL`
  *               (same columns, defaults and indexes), `--stage` calls in an open transaction,
@@ -16,8 +21,8 @@
  *               first-call check, COMMIT) against BEGIN, INSERT, COMMIT;
  *   lag         staging COMMIT → downstream twophase handler (RabbitMqSource + InMemoryClaimer),
  *               one message per transaction at each of `--rates` msg/s for `--lag-seconds`, the relay woken
- *               by LISTEN/NOTIFY (polling every 1 s as the fallback; keyConcurrency = the batch
- *               size), p50 / p99 / max;
+ *               by LISTEN/NOTIFY (polling every 1 s as the fallback; the relay's defaults),
+ *               p50 / p99 / max;
  *   size        `--size` messages staged (transactions of 1,000) and relayed in cycles of 10,000
  *               (keyConcurrency = the batch size, to get through them sooner):
  *               pg_total_relation_size of the table before, after each cycle, and after a VACUUM
@@ -39,7 +44,25 @@ import { performance } from 'node:perf_hooks';
 import amqp from 'amqplib';
 import { Kafka, logLevel, type Producer } from 'kafkajs';
 import { Pool } from 'pg';
-import { ack, ConsumerBase, InMemoryClaimer, type Message, type OutboxMessage, OutboxRelay, type OutboxPublisher, silentLogger } from '../../src';
+import {
+  ack,
+  ConsumerBase,
+  InMemoryClaimer,
+  type Message,
+  OUTBOX_RELAY_DEFAULTS,
+  type OutboxClaim,
+  type OutboxClaimRequest,
+  type OutboxFailure,
+  type OutboxLease,
+  type OutboxMessage,
+  type OutboxPublisher,
+  OutboxRelay,
+  type OutboxRelayEvent,
+  type OutboxStats,
+  type OutboxStore,
+  type OutboxSystem,
+  silentLogger,
+} from '../../src';
 import { KafkaOutboxPublisher } from '../../adapters/kafka';
 import { migrate, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox, transactionOutbox } from '../../adapters/postgres';
 import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
@@ -69,8 +92,9 @@ const KAFKA_BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',')
 const BODY = Buffer.from(JSON.stringify({ pad: 'x'.repeat(1024 - 12) }));
 /** Staging transactions in flight in the lag part (one message each, paced to `--rate`). */
 const LAG_LANES = 20;
-/** The relay's default: publishes of one claim in flight at once, across ordering keys. */
-const KEY_CONCURRENCY = 16;
+/** The relay's defaults: publishes of one claim in flight at once, across ordering keys; claims in progress at once. */
+const KEY_CONCURRENCY = OUTBOX_RELAY_DEFAULTS.keyConcurrency;
+const CLAIM_CONCURRENCY = OUTBOX_RELAY_DEFAULTS.claimConcurrency;
 
 const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'test', max: 30 });
 const schema = `bench_outbox_${randomBytes(4).toString('hex')}`;
@@ -102,55 +126,172 @@ async function stageMany(n: number, make: (i: number) => OutboxMessage): Promise
   }
 }
 
-/** Relays until the table is empty; returns the publish rate, msg/s. */
-async function relayAll(publisher: OutboxPublisher, expected: number, keyConcurrency = KEY_CONCURRENCY): Promise<number> {
-  const relay = new OutboxRelay({ store: new PostgresOutboxStore({ pool }, { schema }), publisher, logger: silentLogger }, { name: 'bench', batchSize: BATCH, keyConcurrency, statsIntervalMs: 0 });
-  const started = performance.now();
-  let published = 0;
-  for (;;) {
-    const cycle = await relay.relayOnce();
-    published += cycle.published;
-    if (cycle.claimed === 0) break;
+/** The relay's variants measured against the raw rate. */
+interface RelayVariant {
+  readonly keyConcurrency?: number;
+  readonly claimConcurrency?: number;
+}
+
+/** One relay run: its rate and where the time went. */
+interface RelayRun {
+  /** msg/s from the first claim to the last confirmed row deleted. */
+  readonly rate: number;
+  /** Client-side time in the claim statement, µs per message relayed (summed over concurrent claims). */
+  readonly claimUs: number;
+  /** The same for the delete of confirmed rows. */
+  readonly completeUs: number;
+  /** Time from the first publish of a claim to its last confirm, µs per message (summed over claims). */
+  readonly publishUs: number;
+}
+
+/** The store with a stopwatch on claim and complete. */
+class TimedStore implements OutboxStore {
+  claimMs = 0;
+  completeMs = 0;
+  constructor(private readonly inner: PostgresOutboxStore) {}
+  ready(): Promise<void> {
+    return this.inner.ready();
   }
-  if (published !== expected) throw new Error(`relayed ${published} of ${expected}`);
-  return (published / (performance.now() - started)) * 1000;
+  async claim(request: OutboxClaimRequest): Promise<OutboxClaim> {
+    const t = performance.now();
+    try {
+      return await this.inner.claim(request);
+    } finally {
+      this.claimMs += performance.now() - t;
+    }
+  }
+  async complete(lease: OutboxLease, sequences: readonly string[]): Promise<number> {
+    const t = performance.now();
+    try {
+      return await this.inner.complete(lease, sequences);
+    } finally {
+      this.completeMs += performance.now() - t;
+    }
+  }
+  extend(lease: OutboxLease, sequences: readonly string[], leaseMs: number): Promise<readonly string[]> {
+    return this.inner.extend(lease, sequences, leaseMs);
+  }
+  fail(lease: OutboxLease, failures: readonly OutboxFailure[]): Promise<number> {
+    return this.inner.fail(lease, failures);
+  }
+  release(lease: OutboxLease, sequences: readonly string[]): Promise<number> {
+    return this.inner.release(lease, sequences);
+  }
+  stats(): Promise<OutboxStats> {
+    return this.inner.stats();
+  }
+}
+
+/** Resolves every publish at once: the relay's own floor (claim, delete, sequencing) with no broker. */
+class NoBrokerPublisher implements OutboxPublisher {
+  constructor(readonly system: OutboxSystem) {}
+  publish(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/**
+ * Runs a relay as it runs in production (`start()`, its loop; no notifier: the rows are staged
+ * before it starts) until `expected` rows were deleted; the clock runs from the first claim to the
+ * last delete (connecting the publisher is not counted). `makePublisher` gives a fresh publisher
+ * (the relay closes it at stop).
+ */
+async function relayAll(makePublisher: () => OutboxPublisher, expected: number, variant: RelayVariant = {}): Promise<RelayRun> {
+  const store = new TimedStore(new PostgresOutboxStore({ pool }, { schema }));
+  let firstClaim = 0;
+  let removed = 0;
+  let publishMs = 0;
+  const claimStarted = new Map<number, number>();
+  let finish!: () => void;
+  const done = new Promise<void>((resolve) => (finish = resolve));
+  const observer = {
+    onEvent(event: OutboxRelayEvent): void {
+      if (event.type === 'claimed') {
+        firstClaim ||= performance.now();
+        claimStarted.set(event.fencingToken, performance.now());
+      } else if (event.type === 'completed') {
+        publishMs += performance.now() - (claimStarted.get(event.fencingToken) ?? performance.now());
+        removed += event.removed;
+        if (removed >= expected) finish();
+      }
+    },
+  };
+  const relay = new OutboxRelay(
+    { store, publisher: makePublisher(), logger: silentLogger, observer },
+    { name: 'bench', batchSize: BATCH, keyConcurrency: variant.keyConcurrency ?? KEY_CONCURRENCY, claimConcurrency: variant.claimConcurrency ?? CLAIM_CONCURRENCY, statsIntervalMs: 0, pollIntervalMs: 50 },
+  );
+  await relay.start();
+  const timeout = setTimeout(finish, 300_000);
+  await done;
+  clearTimeout(timeout);
+  const elapsed = performance.now() - firstClaim;
+  await relay.stop();
+  if (removed !== expected) throw new Error(`relayed ${removed} of ${expected}`);
+  // publishMs counts from the claim's return to its delete's return: take the delete out.
+  return { rate: (removed / elapsed) * 1000, claimUs: (store.claimMs * 1000) / removed, completeUs: (store.completeMs * 1000) / removed, publishUs: ((publishMs - store.completeMs) * 1000) / removed };
 }
 
 // ---------------------------------------------------------------- throughput
 
-interface Pair {
+/** Per variant, one figure per run. */
+type Series = Record<string, number[]>;
+
+function push(series: Series, name: string, value: number): void {
+  (series[name] ??= []).push(value);
+}
+
+/**
+ * The relay variants of both brokers: the defaults (keyConcurrency 100, claimConcurrency 2); one
+ * claim at a time; the defaults of the previous version (16 keys in flight, one claim at a time).
+ */
+const RELAY_VARIANTS: Readonly<Record<string, RelayVariant>> = {
+  relay: {},
+  'relay-1-claim': { claimConcurrency: 1 },
+  'relay-16-keys-1-claim': { keyConcurrency: 16, claimConcurrency: 1 },
+};
+
+async function relayVariant(series: Series, name: string, makePublisher: () => OutboxPublisher, makeMessage: (i: number) => OutboxMessage): Promise<number> {
+  await stageMany(MESSAGES, makeMessage);
+  const run = await relayAll(makePublisher, MESSAGES, RELAY_VARIANTS[name] ?? {});
+  push(series, name, run.rate);
+  push(series, `${name}:claimUs`, run.claimUs);
+  push(series, `${name}:completeUs`, run.completeUs);
+  push(series, `${name}:publishUs`, run.publishUs);
+  return run.rate;
+}
+
+function describeRun(series: Series, raw: number): string {
+  const last = (name: string) => series[name]?.[series[name]!.length - 1] ?? NaN;
+  return Object.keys(RELAY_VARIANTS)
+    .concat('no-broker')
+    .map((name) => `${name} ${last(name).toFixed(0)} msg/s (${(last(name) / raw).toFixed(2)}×; claim ${last(`${name}:claimUs`).toFixed(0)} µs/msg, delete ${last(`${name}:completeUs`).toFixed(0)} µs/msg, publish ${last(`${name}:publishUs`).toFixed(0)} µs/msg)`)
+    .join(', ');
+}
+
+interface BrokerFigures {
   readonly raw: number[];
   readonly relay: number[];
   readonly ratios: number[];
+  readonly series: Series;
 }
 
-/** The same broker and client, `KEY_CONCURRENCY` confirmed publishes in flight (the relay's default). */
-interface Floors {
-  readonly perRecord: number[];
-  /** The relay with `keyConcurrency` = the batch size (every message of a claim in flight at once). */
-  readonly relayWide: number[];
-}
-
-async function rabbitThroughput(): Promise<Pair & Floors> {
+async function rabbitThroughput(): Promise<BrokerFigures> {
   const queue = `bench.outbox.${randomBytes(3).toString('hex')}`;
   const connection = await amqp.connect(AMQP_URL);
   const channel = await connection.createConfirmChannel();
   await channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'classic' } });
-  const publisher = new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger });
-  await publisher.start();
-  const out = { raw: [] as number[], relay: [] as number[], ratios: [] as number[], perRecord: [] as number[], relayWide: [] as number[] };
+  const series: Series = {};
+  const makePublisher = () => new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger });
+  const makeMessage = () => ({ to: { exchange: '', routingKey: queue }, body: BODY });
   const publishOne = () =>
     new Promise<void>((resolve, reject) => {
       const id = randomBytes(16).toString('hex');
       channel.publish('', queue, BODY, { persistent: true, mandatory: true, messageId: id, headers: { 'idempotency-key': id } }, (err) => (err ? reject(err) : resolve()));
     });
+  const variants = ['raw', ...Object.keys(RELAY_VARIANTS), 'no-broker', 'per-record'];
   try {
     for (let run = 0; run < RUNS; run++) {
-      let raw = 0;
-      let relayed = 0;
-      let perRecord = 0;
-      let relayWide = 0;
-      for (const variant of run % 2 === 0 ? ['raw', 'relay', 'per-record', 'relay-wide'] : ['relay-wide', 'per-record', 'relay', 'raw']) {
+      for (const variant of run % 2 === 0 ? variants : [...variants].reverse()) {
         await channel.purgeQueue(queue);
         if (variant === 'per-record') {
           const started = performance.now();
@@ -162,10 +303,7 @@ async function rabbitThroughput(): Promise<Pair & Floors> {
             }
           };
           await Promise.all(Array.from({ length: KEY_CONCURRENCY }, worker));
-          perRecord = (MESSAGES / (performance.now() - started)) * 1000;
-        } else if (variant === 'relay-wide') {
-          await stageMany(MESSAGES, () => ({ to: { exchange: '', routingKey: queue }, body: BODY }));
-          relayWide = await relayAll(publisher, MESSAGES, BATCH);
+          push(series, 'per-record', (MESSAGES / (performance.now() - started)) * 1000);
         } else if (variant === 'raw') {
           const started = performance.now();
           for (let sent = 0; sent < MESSAGES; sent += BATCH) {
@@ -175,30 +313,24 @@ async function rabbitThroughput(): Promise<Pair & Floors> {
             }
             await channel.waitForConfirms();
           }
-          raw = (MESSAGES / (performance.now() - started)) * 1000;
+          push(series, 'raw', (MESSAGES / (performance.now() - started)) * 1000);
+        } else if (variant === 'no-broker') {
+          await relayVariant(series, variant, () => new NoBrokerPublisher('rabbitmq'), makeMessage);
         } else {
-          await stageMany(MESSAGES, () => ({ to: { exchange: '', routingKey: queue }, body: BODY }));
-          relayed = await relayAll(publisher, MESSAGES);
+          await relayVariant(series, variant, makePublisher, makeMessage);
         }
       }
-      out.raw.push(raw);
-      out.relay.push(relayed);
-      out.ratios.push(relayed / raw);
-      out.perRecord.push(perRecord);
-      out.relayWide.push(relayWide);
-      step(
-        `  RabbitMQ run ${run + 1}: raw ${raw.toFixed(0)} msg/s (batches of ${BATCH}), ${KEY_CONCURRENCY} in flight ${perRecord.toFixed(0)} msg/s, relay ${relayed.toFixed(0)} msg/s (${(relayed / raw).toFixed(2)}×), relay with keyConcurrency ${BATCH} ${relayWide.toFixed(0)} msg/s (${(relayWide / raw).toFixed(2)}×)`,
-      );
+      const raw = series.raw![run]!;
+      step(`  RabbitMQ run ${run + 1}: raw ${raw.toFixed(0)} msg/s (batches of ${BATCH}), ${KEY_CONCURRENCY} in flight ${series['per-record']![run]!.toFixed(0)} msg/s; ${describeRun(series, raw)}`);
     }
   } finally {
-    await publisher.close();
     await channel.deleteQueue(queue).catch(() => undefined);
     await connection.close().catch(() => undefined);
   }
-  return out;
+  return { raw: series.raw!, relay: series.relay!, ratios: series.relay!.map((x, i) => x / series.raw![i]!), series };
 }
 
-async function kafkaThroughput(): Promise<Pair & { readonly perRecord: number[] }> {
+async function kafkaThroughput(): Promise<BrokerFigures> {
   const topic = `bench-outbox-${randomBytes(3).toString('hex')}`;
   const kafka = new Kafka({ clientId: 'bench-outbox', brokers: KAFKA_BROKERS, logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
@@ -207,23 +339,21 @@ async function kafkaThroughput(): Promise<Pair & { readonly perRecord: number[] 
   // The raw producer is configured as the relay's publisher configures its own.
   const producer: Producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
-  const publisher = new KafkaOutboxPublisher({ kafka });
-  await publisher.start!();
-  const out = { raw: [] as number[], relay: [] as number[], ratios: [] as number[], perRecord: [] as number[] };
+  const series: Series = {};
+  const makePublisher = () => new KafkaOutboxPublisher({ kafka });
+  const makeMessage = (i: number) => ({ to: { topic, key: `k${i}` }, body: BODY });
   const record = () => {
     const id = randomBytes(16).toString('hex');
     return { key: id, value: BODY, headers: { 'idempotency-key': id } };
   };
+  const variants = ['raw', ...Object.keys(RELAY_VARIANTS), 'no-broker', 'per-record'];
   try {
     for (let run = 0; run < RUNS; run++) {
-      let raw = 0;
-      let relayed = 0;
-      let perRecord = 0;
-      for (const variant of run % 2 === 0 ? ['raw', 'relay', 'per-record'] : ['per-record', 'relay', 'raw']) {
+      for (const variant of run % 2 === 0 ? variants : [...variants].reverse()) {
         const started = performance.now();
         if (variant === 'raw') {
           for (let sent = 0; sent < MESSAGES; sent += BATCH) await producer.send({ topic, acks: -1, messages: Array.from({ length: Math.min(BATCH, MESSAGES - sent) }, record) });
-          raw = (MESSAGES / (performance.now() - started)) * 1000;
+          push(series, 'raw', (MESSAGES / (performance.now() - started)) * 1000);
         } else if (variant === 'per-record') {
           let next = 0;
           const worker = async () => {
@@ -233,23 +363,30 @@ async function kafkaThroughput(): Promise<Pair & { readonly perRecord: number[] 
             }
           };
           await Promise.all(Array.from({ length: KEY_CONCURRENCY }, worker));
-          perRecord = (MESSAGES / (performance.now() - started)) * 1000;
+          push(series, 'per-record', (MESSAGES / (performance.now() - started)) * 1000);
+        } else if (variant === 'no-broker') {
+          await relayVariant(series, variant, () => new NoBrokerPublisher('kafka'), makeMessage);
         } else {
-          await stageMany(MESSAGES, (i) => ({ to: { topic, key: `k${i}` }, body: BODY }));
-          relayed = await relayAll(publisher, MESSAGES);
+          await relayVariant(series, variant, makePublisher, makeMessage);
         }
       }
-      out.raw.push(raw);
-      out.relay.push(relayed);
-      out.perRecord.push(perRecord);
-      out.ratios.push(relayed / raw);
-      step(`  Kafka run ${run + 1}: raw ${raw.toFixed(0)} msg/s (batches of ${BATCH}), one record per send ×${KEY_CONCURRENCY} ${perRecord.toFixed(0)} msg/s, relay ${relayed.toFixed(0)} msg/s (${(relayed / raw).toFixed(2)}× raw, ${(relayed / perRecord).toFixed(2)}× per-record)`);
+      const raw = series.raw![run]!;
+      step(`  Kafka run ${run + 1}: raw ${raw.toFixed(0)} msg/s (batches of ${BATCH}), one record per send ×${KEY_CONCURRENCY} ${series['per-record']![run]!.toFixed(0)} msg/s; ${describeRun(series, raw)}`);
     }
   } finally {
-    await publisher.close!();
     await producer.disconnect();
     await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
     await admin.disconnect();
+  }
+  return { raw: series.raw!, relay: series.relay!, ratios: series.relay!.map((x, i) => x / series.raw![i]!), series };
+}
+
+/** Medians of every series, and of each variant's ratio to raw (run by run). */
+function summarize(f: BrokerFigures): Record<string, number> {
+  const out: Record<string, number> = { rawMedian: Math.round(median(f.raw)), relayMedian: Math.round(median(f.relay)), ratioMedian: r2(median(f.ratios)) };
+  for (const [name, xs] of Object.entries(f.series)) {
+    out[`${name}:median`] = r2(median(xs));
+    if (!name.includes(':') && name !== 'raw') out[`${name}:ratioMedian`] = r2(median(xs.map((x, i) => x / f.raw[i]!)));
   }
   return out;
 }
@@ -368,9 +505,7 @@ async function lag(rate: number): Promise<LagFigures> {
   await consumer.start();
   const relay = new OutboxRelay(
     { store: new PostgresOutboxStore({ pool }, { schema }), publisher: new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger }), notifier: new PostgresOutboxNotifier({ pool, logger: silentLogger }, { schema }), logger: silentLogger },
-    // keyConcurrency = the batch size: the default 16 publishes in flight do not reach 1,000 msg/s
-    // on a loaded machine (see the throughput part).
-    { name: 'bench-lag', batchSize: BATCH, keyConcurrency: BATCH, statsIntervalMs: 0 },
+    { name: 'bench-lag', batchSize: BATCH, statsIntervalMs: 0 },
   );
   await relay.start();
   const total = rate * LAG_SECONDS;
@@ -432,8 +567,6 @@ async function size(): Promise<SizeFigures> {
   const channel = await connection.createChannel();
   // The broker keeps only the newest 1,000: the messages are routed (confirmed), not stored.
   await channel.assertQueue(queue, { durable: true, arguments: { 'x-max-length': 1000, 'x-overflow': 'drop-head' } });
-  const publisher = new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger });
-  await publisher.start();
   const bytes = async () => Number((await pool.query<{ b: string }>('SELECT pg_total_relation_size($1::regclass) AS b', [table])).rows[0]!.b);
   const settings = await pool.query<{ name: string; setting: string }>(
     "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum', 'autovacuum_naptime', 'autovacuum_vacuum_threshold', 'autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_insert_threshold')",
@@ -448,13 +581,12 @@ async function size(): Promise<SizeFigures> {
     for (let done = 0; done < SIZE; done += cycle) {
       const n = Math.min(cycle, SIZE - done);
       await stageMany(n, (i) => ({ to: { exchange: '', routingKey: queue }, body: BODY, orderingKey: `k${i % 50}` }));
-      await relayAll(publisher, n, BATCH);
+      await relayAll(() => new RabbitMqOutboxPublisher({ url: AMQP_URL, logger: silentLogger }), n, { keyConcurrency: BATCH });
       cycleBytes.push(await bytes());
       await pool.query(`VACUUM ${table}`);
       if ((done / cycle) % 5 === 4) step(`  size: ${done + n} relayed; table ${(cycleBytes[cycleBytes.length - 1]! / 1048576).toFixed(1)} MiB before this cycle's VACUUM, ${((await bytes()) / 1048576).toFixed(1)} MiB after`);
     }
   } finally {
-    await publisher.close();
     await channel.deleteQueue(queue).catch(() => undefined);
     await connection.close().catch(() => undefined);
   }
@@ -474,18 +606,10 @@ async function main(): Promise<void> {
     if (PARTS.has('throughput')) {
       step('throughput: RabbitMQ');
       const r = await rabbitThroughput();
-      result.rabbitmq = {
-        ...r,
-        rawMedian: Math.round(median(r.raw)),
-        relayMedian: Math.round(median(r.relay)),
-        ratioMedian: r2(median(r.ratios)),
-        perRecordMedian: Math.round(median(r.perRecord)),
-        perRecordRatioMedian: r2(median(r.relay.map((x, i) => x / r.perRecord[i]!))),
-        relayWideRatioMedian: r2(median(r.relayWide.map((x, i) => x / r.raw[i]!))),
-      };
+      result.rabbitmq = { ...r, ...summarize(r) };
       step('throughput: Kafka');
       const k = await kafkaThroughput();
-      result.kafka = { ...k, rawMedian: Math.round(median(k.raw)), relayMedian: Math.round(median(k.relay)), perRecordMedian: Math.round(median(k.perRecord)), ratioMedian: r2(median(k.ratios)), perRecordRatioMedian: r2(median(k.relay.map((x, i) => x / k.perRecord[i]!))) };
+      result.kafka = { ...k, ...summarize(k) };
     }
     if (PARTS.has('staging')) {
       step('staging cost');
@@ -511,12 +635,15 @@ async function main(): Promise<void> {
   result.loadAvgAtEnd = loadavg().map((x) => Math.round(x * 100) / 100);
   mkdirSync(dirname(OUT), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
-  const x = result as { rabbitmq?: { ratioMedian: number; perRecordRatioMedian: number; relayWideRatioMedian: number }; kafka?: { ratioMedian: number; perRecordRatioMedian: number }; staging?: { ratioMedian: number; bareRatioMedian: number; txRatioMedian: number }; lag?: LagFigures[]; size?: SizeFigures };
+  type Broker = Record<string, number> | undefined;
+  const x = result as { rabbitmq?: Broker; kafka?: Broker; staging?: { ratioMedian: number; bareRatioMedian: number; txRatioMedian: number }; lag?: LagFigures[]; size?: SizeFigures };
   process.stdout.write(
     [
       '',
-      `relay / raw confirmed publish (RabbitMQ)   ${x.rabbitmq?.ratioMedian ?? '—'}×   (goal ≥ 0.8; ${x.rabbitmq?.perRecordRatioMedian ?? '—'}× ${KEY_CONCURRENCY} publishes in flight; keyConcurrency ${BATCH}: ${x.rabbitmq?.relayWideRatioMedian ?? '—'}× raw)`,
-      `relay / raw confirmed publish (Kafka)      ${x.kafka?.ratioMedian ?? '—'}×   (goal ≥ 0.8; ${x.kafka?.perRecordRatioMedian ?? '—'}× the one-record-per-send floor)`,
+      ...(['rabbitmq', 'kafka'] as const).map((b) => {
+        const f = x[b];
+        return `relay / raw confirmed publish (${b})   ${f?.ratioMedian ?? '—'}×   (goal ≥ 0.8; one claim at a time ${f?.['relay-1-claim:ratioMedian'] ?? '—'}×; 16 keys and one claim at a time (the previous defaults) ${f?.['relay-16-keys-1-claim:ratioMedian'] ?? '—'}×; no broker ${f?.['no-broker:ratioMedian'] ?? '—'}× = the store's floor; ${KEY_CONCURRENCY} one-message publishes in flight ${f?.['per-record:ratioMedian'] ?? '—'}×)`;
+      }),
       `staging call / plain INSERT                ${x.staging?.ratioMedian ?? '—'}×   (goal ≤ 1.2; without ordering key and NOTIFY ${x.staging?.bareRatioMedian ?? '—'}×; one-message transaction ${x.staging?.txRatioMedian ?? '—'}×)`,
       ...(x.lag ?? []).map((l) => `lag COMMIT → handler, ${l.targetRate} msg/s offered (${l.achievedRate} staged/s, ${l.arrived}/${l.messages} handled)   p50 ${l.p50Ms} ms, p99 ${l.p99Ms} ms, max ${l.maxMs} ms   (goal p99 ≤ 100 ms at 1000 msg/s)`),
       x.size

@@ -11,6 +11,9 @@
  *    `extendIntervalMs`; a row the store says is no longer held is not published;
  * 3. settle under the claim's token: confirmed rows are deleted; a failed row gets its backoff or
  *    goes dead; the rest of its key is given back untouched (never published out of order).
+ * `claimConcurrency` cycles run at once (default 2): while one waits on the broker, the next is
+ * claimed and published. The store never hands a key to a second claim while an older row of it
+ * is in the table, so this changes no key's order.
  * A crash anywhere leaves rows leased until `leaseMs` runs out; another relay then publishes them
  * again under the same ids (at least once; downstream twophase consumers deduplicate).
  */
@@ -117,7 +120,8 @@ export class OutboxRelay implements RunnableConsumer {
   private loopDone: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
   private stopRequested = false;
-  private wake: (() => void) | undefined;
+  /** Lanes waiting in `idle()`; a notification wakes them all. */
+  private readonly waiters = new Set<() => void>();
   private woken = false;
   private subscription: OutboxSubscription | undefined;
   private listening = false;
@@ -126,8 +130,8 @@ export class OutboxRelay implements RunnableConsumer {
   private publishFailures = 0;
   private lastStats: OutboxStats | undefined;
   private statsTimer: NodeJS.Timeout | undefined;
-  /** The claim being published and its rows still held, so `stop()` can give them back. */
-  private current: { claim: OutboxClaim; held: Set<string>; settled: boolean; keeper?: LeaseExtender } | undefined;
+  /** The claims being published and their rows still held, so `stop()` can give them back. */
+  private readonly current = new Set<CurrentClaim>();
 
   /**
    * @throws ConfigurationError for a missing store or publisher, two publishers of one broker, an observer or tracer of the wrong shape, or an invalid option
@@ -205,7 +209,7 @@ export class OutboxRelay implements RunnableConsumer {
     this.wakeUp();
     if (this.loopDone) {
       const timedOut = await raceTimeout(this.loopDone, this.options.shutdownTimeoutMs);
-      if (timedOut) await this.giveBackCurrent('stop() passed shutdownTimeoutMs');
+      if (timedOut) await Promise.all([...this.current].map((c) => this.giveBack(c, 'stop() passed shutdownTimeoutMs')));
     }
     await this.subscription?.close().catch((error: unknown) => this.logger.warn({ relay: this.options.name, err: error }, 'outbox relay: closing the notifier failed'));
     this.listening = false;
@@ -258,8 +262,8 @@ export class OutboxRelay implements RunnableConsumer {
     this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
     const held = new Set(claim.records.map((r) => r.sequence));
     const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
-    const current = { claim, held, settled: false, keeper };
-    this.current = current;
+    const current: CurrentClaim = { claim, held, settled: false, keeper };
+    this.current.add(current);
     this.inFlight += claim.records.length;
     const confirmed: string[] = [];
     const failures: OutboxFailure[] = [];
@@ -293,7 +297,7 @@ export class OutboxRelay implements RunnableConsumer {
     }
     if (current.settled) return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: 0 };
     current.settled = true;
-    this.current = undefined;
+    this.current.delete(current);
     const failedSequences = new Set(failures.map((f) => f.sequence));
     const rest = claim.records.map((r) => r.sequence).filter((s) => !failedSequences.has(s) && !confirmed.includes(s));
     await this.settle(claim, confirmed, failures, rest);
@@ -357,50 +361,52 @@ export class OutboxRelay implements RunnableConsumer {
     return { reason: 'publish_failed', permanent: false };
   }
 
+  /** `claimConcurrency` lanes, each claiming, publishing and settling one claim after another. */
   private async loop(): Promise<void> {
     let failing = false;
-    while (!this.stopRequested) {
-      let cycle: RelayCycle;
-      try {
-        cycle = await this.relayOnce();
-        if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
-        failing = false;
-      } catch (error) {
-        if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
-        failing = true;
-        await this.idle(this.options.storeRetryDelayMs);
-        continue;
+    const lane = async (): Promise<void> => {
+      while (!this.stopRequested) {
+        let cycle: RelayCycle;
+        try {
+          cycle = await this.relayOnce();
+          if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
+          failing = false;
+        } catch (error) {
+          if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
+          failing = true;
+          await this.idle(this.options.storeRetryDelayMs);
+          continue;
+        }
+        // A full batch: more is likely waiting. Otherwise wait for a notification or the poll.
+        if (cycle.claimed < this.options.batchSize || cycle.published === 0) await this.idle(this.options.pollIntervalMs);
       }
-      // A full batch: more is likely waiting. Otherwise wait for a notification or the poll.
-      if (cycle.claimed < this.options.batchSize || cycle.published === 0) await this.idle(this.options.pollIntervalMs);
-    }
+    };
+    await Promise.all(Array.from({ length: this.options.claimConcurrency }, lane));
   }
 
-  /** Waits `ms` or until a notification (or stop) arrives; returns at once if one came meanwhile. */
+  /** Waits `ms` or until a notification (or stop) arrives; returns at once if one came while no lane waited. */
   private idle(ms: number): Promise<void> {
     if (this.woken || this.stopRequested) {
       this.woken = false;
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
+      const done = (): void => {
         clearTimeout(timer);
+        this.waiters.delete(done);
         resolve();
-      }
-      this.wake = () => {
-        this.wake = undefined;
-        done();
       };
-    }).then(() => {
-      this.wake = undefined;
-      this.woken = false;
+      const timer = setTimeout(done, ms);
+      this.waiters.add(done);
     });
   }
 
   private wakeUp(): void {
-    this.woken = true;
-    this.wake?.();
+    if (this.waiters.size === 0) {
+      this.woken = true;
+      return;
+    }
+    for (const done of [...this.waiters]) done();
   }
 
   private async listen(): Promise<void> {
@@ -431,11 +437,10 @@ export class OutboxRelay implements RunnableConsumer {
     }
   }
 
-  private async giveBackCurrent(why: string): Promise<void> {
-    const current = this.current;
-    if (!current || current.settled) return;
+  private async giveBack(current: CurrentClaim, why: string): Promise<void> {
+    if (current.settled) return;
     current.settled = true;
-    this.current = undefined;
+    this.current.delete(current);
     const sequences = [...current.held];
     // The leases are given back: stop extending them (the publishes still in flight are abandoned).
     current.held.clear();
@@ -457,6 +462,14 @@ export class OutboxRelay implements RunnableConsumer {
       }
     }
   }
+}
+
+/** A claim being published: its rows still held, whether it was settled (or given back). */
+interface CurrentClaim {
+  readonly claim: OutboxClaim;
+  readonly held: Set<string>;
+  settled: boolean;
+  readonly keeper: LeaseExtender;
 }
 
 /** Rows grouped by (system, ordering key) in staging order; rows without a key each alone. */

@@ -35,8 +35,19 @@ export interface OutboxRelayOptions {
   readonly retryBackoff?: BackoffPolicy;
   /** What later messages of a key do once a message of that key is dead. Default `'hold'` (see {@link DeadKeyPolicy}). */
   readonly deadKeyPolicy?: DeadKeyPolicy;
-  /** Ordering keys published at the same time (each key one message at a time). Default 16. [1, 1024]. */
+  /**
+   * Ordering keys published at the same time, per claim (each key one message at a time). Default
+   * 100 (the default `batchSize`: every key of a claim in flight at once). [1, 1024].
+   */
   readonly keyConcurrency?: number;
+  /**
+   * Claims in progress at the same time: while one claim's messages are published, the next is
+   * claimed and published, so the claim and delete statements overlap the broker's confirms. Each
+   * key is still held by one claim at a time (its later rows are not claimable while an older one
+   * is in the table), so per-key order does not depend on it. 1 = claim, publish, delete, then the
+   * next claim. Default 2. [1, 16].
+   */
+  readonly claimConcurrency?: number;
   /**
    * How long `stop()` waits for publishes in flight before giving their leases back, ms.
    * Default 10 000. [0, 600 000].
@@ -60,7 +71,8 @@ export const OUTBOX_RELAY_DEFAULTS: Readonly<Omit<Required<OutboxRelayOptions>, 
   maxAttempts: 10,
   retryBackoff: Object.freeze({ initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0.2 }),
   deadKeyPolicy: 'hold',
-  keyConcurrency: 16,
+  keyConcurrency: 100,
+  claimConcurrency: 2,
   shutdownTimeoutMs: 10_000,
   statsIntervalMs: 10_000,
   storeRetryDelayMs: 1000,
@@ -76,6 +88,7 @@ const NAMES = optionNames<OutboxRelayOptions>()([
   'retryBackoff',
   'deadKeyPolicy',
   'keyConcurrency',
+  'claimConcurrency',
   'shutdownTimeoutMs',
   'statsIntervalMs',
   'storeRetryDelayMs',
@@ -96,6 +109,7 @@ export function resolveRelayOptions(options: OutboxRelayOptions = {}): ResolvedO
   int('pollIntervalMs', o.pollIntervalMs, 10, 600_000);
   int('maxAttempts', o.maxAttempts, 1, 1000);
   int('keyConcurrency', o.keyConcurrency, 1, 1024);
+  int('claimConcurrency', o.claimConcurrency, 1, 16);
   int('shutdownTimeoutMs', o.shutdownTimeoutMs, 0, 600_000);
   int('statsIntervalMs', o.statsIntervalMs, 0, 3_600_000);
   int('storeRetryDelayMs', o.storeRetryDelayMs, 10, 600_000);

@@ -110,10 +110,34 @@ describeWithServices(['rabbitmq', 'postgres'], 'twophase outbox CLI', () => {
     await waitFor(async () => (await f.rows()).length === 0);
     controller.abort();
     expect(await running).toBe(0);
+    const time = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(c.json()).toEqual([
-      { type: 'started', name: 'outbox-relay', schema: f.schema, systems: ['rabbitmq'], listening: true },
-      { type: 'stopped', published: 1, publishFailures: 0 },
+      { type: 'started', name: 'outbox-relay', schema: f.schema, systems: ['rabbitmq'], listening: true, time, relay: 'outbox-relay' },
+      // Right after start, before the first claim could finish: the counts as the relay found them.
+      { type: 'stats', pending: expect.any(Number), oldestPendingAgeMs: expect.any(Number), leased: expect.any(Number), dead: {}, published: expect.any(Number), publishFailures: 0, listening: true, time, relay: 'outbox-relay' },
+      { type: 'stopped', published: 1, publishFailures: 0, time, relay: 'outbox-relay' },
     ]);
+  });
+
+  test('relay log lines carry the time and the relay name; a stats line follows the start and repeats every --stats-interval', async () => {
+    await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage({ to: { exchange: f.exchange, routingKey: 'nobody-bound' }, body: 'poison' }));
+    const c = capture();
+    const controller = new AbortController();
+    const args = ['outbox', 'relay', '--url', pgUrl(), '--schema', f.schema, '--rabbitmq-url', AMQP_URL, '--poll-interval', '50', '--max-attempts', '1', '--name', 'relay-a', '--stats-interval', '100'];
+    const running = runCli(args, { io: c.io, env: {}, signal: controller.signal });
+    await waitFor(async () => (await f.rows())[0]?.state === 'dead', { what: 'the unroutable message dead' });
+    await waitFor(async () => c.out.join('').includes('dead: 1 unroutable'), { what: 'a stats line counting the dead message' });
+    controller.abort();
+    expect(await running).toBe(0);
+    const lines = c.out.join('').split('\n').filter(Boolean);
+    for (const l of lines) expect(l).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z relay-a: /);
+    expect(lines[0]).toMatch(/relay relay-a started/);
+    expect(lines[1]).toMatch(/ relay-a: \d+ pending \(oldest \d+ ms\), \d+ leased, dead: (none|1 unroutable); 0 published/);
+    const logged = c.err.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const dead = logged.find((l) => typeof l.msg === 'string' && l.msg.startsWith('outbox message is dead'));
+    expect(dead).toMatchObject({ level: 'error', relay: 'relay-a', reason: 'unroutable' });
+    expect(dead!.time).toEqual(expect.stringMatching(/^\d{4}-\d\d-\d\dT/));
+    expect(Date.now() - Date.parse(dead!.time as string)).toBeLessThan(60_000);
   });
 
   test('relay without a broker is a usage error (exit 2)', async () => {

@@ -216,6 +216,30 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
     expect(JSON.parse(got[0]!.content.toString())).toEqual({ orderId: 'o-notified' });
   });
 
+  test('several staging calls in one transaction queue one NOTIFY (the first); the relay still wakes at COMMIT', async () => {
+    const relay = f.relay({ notifier: new PostgresOutboxNotifier({ pool: f.pool }, { schema: f.schema }) }, { pollIntervalMs: 600_000 });
+    await relay.start();
+    const notifyArgs: unknown[] = [];
+    await f.inTransaction(async (c) => {
+      // The client itself, with a note of each staging statement's notify argument.
+      const recording = {
+        query: (text: string, params?: unknown[]) => {
+          if (text.includes('twophase_outbox_stage(')) notifyArgs.push(params?.[7]);
+          return c.query(text, params);
+        },
+      };
+      const outbox = transactionOutbox(recording, { schema: f.schema });
+      for (const id of ['o-1', 'o-2', 'o-3']) await outbox.stage(placed(id));
+    });
+    expect(notifyArgs).toEqual([true, false, false]);
+    const got = await waitFor(async () => {
+      const m = await f.drain();
+      return m.length === 3 ? m : undefined;
+    }, { what: 'the three messages published after the one notification', timeoutMs: 15_000 });
+    expect(got.map((m) => (JSON.parse(m.content.toString()) as { orderId: string }).orderId).sort()).toEqual(['o-1', 'o-2', 'o-3']);
+    await relay.stop();
+  });
+
   test('a lost LISTEN session: the relay polls meanwhile, the notifier listens again and notifications wake the relay', async () => {
     const appName = `tp-outbox-listen-${process.pid}-${Date.now()}`;
     const listenPool = new Pool(pgConfig({ application_name: appName, max: 2 }));

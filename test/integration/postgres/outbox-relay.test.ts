@@ -5,7 +5,7 @@
  * or gives the leases back at its deadline.
  */
 import { Pool } from 'pg';
-import { type OutboxRelayEvent, runConsumers } from '../../../src';
+import { type OutboxRecord, type OutboxRelayEvent, runConsumers } from '../../../src';
 import { PostgresOutboxStore } from '../../../adapters/postgres';
 import { LoopbackProxy, type ProxiedPair } from '../../support/loopback-proxy';
 import { pgConfig } from './support/pg-helpers';
@@ -76,6 +76,60 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
     }
     const rows = await f.pool.query<{ k: string; n: number }>(`SELECT ordering_key AS k, convert_from(body, 'UTF8')::jsonb->>'n' AS n FROM ${f.schema}.twophase_outbox ORDER BY seq`);
     expect(rows.rows.filter((r) => r.k === 'a').map((r) => Number(r.n))).toEqual([1, 2]);
+  });
+
+  /** Holds the publishes of key `stuck` until `open()`; the others go straight to the broker. */
+  function holdKey(stuck: string) {
+    const inner = f.rabbit();
+    const held: (() => void)[] = [];
+    const publisher = {
+      system: inner.system,
+      start: () => inner.start(),
+      close: () => inner.close(),
+      publish: async (record: OutboxRecord) => {
+        if (record.orderingKey === stuck) await new Promise<void>((resolve) => held.push(resolve));
+        return inner.publish(record);
+      },
+    };
+    return { publisher, held, open: () => held.splice(0).forEach((go) => go()) };
+  }
+
+  test('claimConcurrency 2 (the default): while one claim waits on the broker, the next is claimed and published; a key stays in order', async () => {
+    const gate = holdKey('stuck');
+    await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage(msg('stuck', 0)));
+    const relay = f.relay({ publisher: gate.publisher }, { pollIntervalMs: 50 });
+    expect(relay.options.claimConcurrency).toBe(2);
+    await relay.start();
+    await waitFor(() => gate.held.length === 1, { what: 'the stuck publish in flight' });
+    await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stageMany([msg('free', 0), msg('stuck', 1)]));
+    // The free key goes out while the first claim still waits; the stuck key's next message does not overtake its head.
+    await waitFor(async () => (await f.rows()).length === 2, { what: 'the free message published and removed' });
+    const early = (await f.drain()).map((m) => JSON.parse(m.content.toString()) as { key: string; n: number });
+    expect(early).toEqual([{ key: 'free', n: 0 }]);
+    expect((await f.rows()).map((r) => r.lease_owner === null || r.lease_owner === relay.owner)).toEqual([true, true]);
+    gate.open();
+    await waitFor(async () => {
+      gate.open();
+      return (await f.rows()).length === 0;
+    }, { what: 'the stuck key published' });
+    await relay.stop();
+    const late = (await f.drain()).map((m) => JSON.parse(m.content.toString()) as { key: string; n: number });
+    expect(late).toEqual([{ key: 'stuck', n: 0 }, { key: 'stuck', n: 1 }]);
+  });
+
+  test('claimConcurrency 1: the next claim waits for the current one (nothing else is published while it waits)', async () => {
+    const gate = holdKey('stuck');
+    await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage(msg('stuck', 0)));
+    const relay = f.relay({ publisher: gate.publisher }, { pollIntervalMs: 50, claimConcurrency: 1 });
+    await relay.start();
+    await waitFor(() => gate.held.length === 1, { what: 'the stuck publish in flight' });
+    await f.inTransaction((c) => transactionOutbox(c, { schema: f.schema }).stage(msg('free', 0)));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await f.drain()).toEqual([]);
+    gate.open();
+    await waitFor(async () => (await f.rows()).length === 0, { what: 'both published' });
+    await relay.stop();
+    expect((await f.drain()).map((m) => (JSON.parse(m.content.toString()) as { key: string }).key)).toEqual(['stuck', 'free']);
   });
 
   test('a slow publish keeps its lease: the relay extends it past leaseMs, so no other relay takes the message', async () => {
