@@ -17,6 +17,11 @@ SUITES=(
   test/integration/kafka/kafka-keys.test.ts
   test/integration/kafka/kafka-batched-commit.test.ts
   test/integration/kafka/kafka-group.test.ts
+  test/integration/kafka/kafka-session.test.ts
+  test/integration/kafka/kafka-crash.test.ts
+  test/integration/kafka/kafka-outage.test.ts
+  test/integration/kafka/kafka-start-errors.test.ts
+  test/integration/kafka/kafka-replay-operations.test.ts
   test/conformance/kafka-source.test.ts
   test/integration/otel/kafka-otel.test.ts
   test/unit/platformatic-client.test.ts

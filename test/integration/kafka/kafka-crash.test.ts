@@ -7,14 +7,15 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
-import { describeWithServices, SERVICES } from '../../support/services';
+import { SERVICES } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { fastSource, keyedProducer, makeKafka, messages, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 import { RedisFixture } from './support/redis-fixture';
 import { recordKey } from '../../../adapters/redis';
 import { uniquePrefix } from '../redis/support/redis-helpers';
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process killed mid-batch', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: a consumer process killed mid-batch', clients, (row) => {
   let kafka: Kafka;
   let topics: TopicFixture;
   let redis: RedisFixture;
@@ -45,7 +46,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process kill
     await close();
     const sink = await redis.client();
 
-    const config = { topic, groupId, prefix, effects, slowKey: 'p0-50', leaseTtlMs: 3000, redisPort: SERVICES.redis.port };
+    const config = { topic, groupId, prefix, effects, slowKey: 'p0-50', leaseTtlMs: 3000, redisPort: SERVICES.redis.port, client: row.name };
     child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'support', 'crash-child.ts'), JSON.stringify(config)], {
       stdio: ['ignore', 'ignore', 'inherit'],
       env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
@@ -71,7 +72,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process kill
     }
 
     const claimer = await redis.claimer('crash', { prefix });
-    const consumer = new TestConsumer({ name: groupId, claimer, source: fastSource(kafka, { topics: [topic], groupId }), leaseTtlMs: 3000, busyRequeueDelayMs: 250 }, async (message) => {
+    const consumer = new TestConsumer({ name: groupId, claimer, source: fastSource(row.make(`twophase-crash-suite-${row.name}`), { topics: [topic], groupId }), leaseTtlMs: 3000, busyRequeueDelayMs: 250 }, async (message) => {
       await sink.hincrby(effects, message.key, 1);
       return ack();
     });
