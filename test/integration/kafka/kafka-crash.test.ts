@@ -78,16 +78,17 @@ describeEachClient(['kafka', 'redis'], 'Kafka adapter: a consumer process killed
     });
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(async () => (await sink.hlen(effects)) === 3 * perPartition && topics.fullyCommitted(groupId, topic), { what: 'every key applied and committed', timeoutMs: 45_000, intervalMs: 100 });
+    await waitFor(async () => (await sink.hlen(effects)) === 3 * perPartition && topics.fullyCommitted(groupId, topic), { what: 'every key applied and committed', timeoutMs: 90_000, intervalMs: 100 });
 
     const counts = Object.values(await sink.hgetall(effects)).map(Number);
     expect(counts.filter((n) => n !== 1)).toEqual([]);
     // The records the killed process applied came again and were skipped on their claims; the
     // hanging one was taken over once its lease ended (the broker's eviction, after
-    // sessionTimeout, outlasts the 3 s lease), as attempt 2, and applied once.
+    // sessionTimeout, outlasts the 3 s lease; under KIP-848 the broker's own session timeout,
+    // 45 s by default, applies), as attempt 2, and applied once.
     expect(consumer.count('done_duplicate')).toBe(2 * perPartition + 50);
     const takeover = consumer.events.find((e) => e.type === 'acquired' && e.key === `${groupId}:p0-50`);
     expect(takeover?.attempt).toBe(2);
     await sink.del(effects, `${effects}:slow-started`, `${effects}:child-ready`);
-  });
+  }, 180_000);
 });
