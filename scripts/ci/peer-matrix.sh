@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI: the lowest and the highest published version of each optional peer dependency range in
-# package.json (ioredis, kafkajs, @opentelemetry/api), each against that adapter's suites.
+# package.json (amqplib, ioredis, kafkajs, @platformatic/kafka, @opentelemetry/api), each against
+# that adapter's suites.
 #
 # For every peer: ask the npm registry which releases the declared range matches, take the lowest
 # and the highest; a version equal to the devDependency is skipped (the main `npm test` already
@@ -21,6 +22,13 @@ declare -A SUITES=(
   [ioredis]="test/integration/redis test/model/redis-claimer.model.test.ts test/model/concurrent-claims.model.test.ts"
   [kafkajs]="test/integration/kafka test/fuzz/kafka-adapter.fuzz.test.ts test/integration/otel/kafka-otel.test.ts"
   [@opentelemetry/api]="test/unit/otel test/integration/otel"
+  [@platformatic/kafka]="the Kafka suites of scripts/ci/platformatic-kafka.sh"
+)
+# Peers whose suites run through a script of their own instead of `npx jest` on this node:
+# @platformatic/kafka needs Node >= 22.22, so its suites run under Node 24 (its rows of the Kafka
+# suites, with the kafkajs rows beside them).
+declare -A RUNNERS=(
+  [@platformatic/kafka]="bash scripts/ci/platformatic-kafka.sh"
 )
 # Extra `npm install` flags per peer. The OpenTelemetry SDK 2.x the repository tests with declares
 # `@opentelemetry/api <1.10` as its peer (SDK 3.x, which takes 1.10, needs 1.10 exactly), so the
@@ -31,7 +39,7 @@ declare -A INSTALL_FLAGS=(
 )
 
 peers=("$@")
-[ "${#peers[@]}" -gt 0 ] || peers=(amqplib ioredis kafkajs @opentelemetry/api)
+[ "${#peers[@]}" -gt 0 ] || peers=(amqplib ioredis kafkajs @platformatic/kafka @opentelemetry/api)
 
 # "<lowest> <highest>" of the published, non-prerelease versions matching the peer's range.
 range_ends() {
@@ -81,8 +89,13 @@ for peer in "${peers[@]}"; do
     echo "-- $peer@$version: typecheck"
     npm run --silent typecheck
     echo "-- $peer@$version: ${SUITES[$peer]}"
-    # shellcheck disable=SC2086 # SUITES holds a list of paths
-    npx jest ${SUITES[$peer]}
+    if [ -n "${RUNNERS[$peer]:-}" ]; then
+      # shellcheck disable=SC2086 # RUNNERS holds a command line
+      ${RUNNERS[$peer]}
+    else
+      # shellcheck disable=SC2086 # SUITES holds a list of paths
+      npx jest ${SUITES[$peer]}
+    fi
     summary+=("$peer@$version: passed in $((SECONDS - t0)) s")
   done
 done

@@ -62,10 +62,9 @@ async function makeSource(): Promise<MessageSource> {
     const { RabbitMqSource } = await import('../../adapters/rabbitmq');
     return new RabbitMqSource({ url: config.amqp!.url, queue: config.amqp!.queue, delayTiersMs: [200, 1000], reconnectDelayMs: 500, connectionName: `chaos-${config.runId}-consumer`, logger });
   }
-  const { Kafka, logLevel } = await import('kafkajs');
   const { KafkaSource } = await import('../../adapters/kafka');
-  const kafka = new Kafka({ clientId: `chaos-${config.workerId}`, brokers: [...config.kafka!.brokers], logLevel: logLevel.NOTHING });
-  return new KafkaSource({ kafka }, { topics: [config.kafka!.topic], groupId: config.kafka!.groupId, fromBeginning: true, logger, claimBatchSize: 1, consumer: { maxWaitTimeInMs: 100 } });
+  const { chaosSourceDependencies } = await import('./kafka-client');
+  return new KafkaSource(await chaosSourceDependencies(config.kafka!.client, `chaos-${config.workerId}`, config.kafka!.brokers), { topics: [config.kafka!.topic], groupId: config.kafka!.groupId, fromBeginning: true, logger, claimBatchSize: 1, consumer: { maxWaitTimeInMs: 100 } });
 }
 
 async function main(): Promise<void> {

@@ -3,6 +3,7 @@
  */
 import type { GatedClaimerStats } from '../../adapters/gated';
 import type { ArmedFault, HandlerProfile } from './chaos-consumer';
+import type { ChaosKafkaClient } from './kafka-client';
 
 /** The claim store of a broker stack's workers. */
 export type StoreConfig =
@@ -40,7 +41,7 @@ export interface WorkerConfig {
   readonly handler: HandlerProfile;
   readonly runStartedAt: number;
   readonly amqp?: { readonly url: string; readonly queue: string; readonly delayTiersMs: readonly number[] };
-  readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string; readonly sessionTimeoutMs: number };
+  readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string; readonly sessionTimeoutMs: number; readonly client: ChaosKafkaClient };
 }
 
 /**
@@ -73,7 +74,7 @@ export interface OutboxConsumerConfig {
   readonly runId: string;
   readonly workerId: string;
   readonly amqp?: { readonly url: string; readonly queue: string };
-  readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string };
+  readonly kafka?: { readonly brokers: readonly string[]; readonly topic: string; readonly groupId: string; readonly client: ChaosKafkaClient };
 }
 
 export type ToWorker = { readonly t: 'arm'; readonly fault: ArmedFault | RelayFault } | { readonly t: 'stop' };

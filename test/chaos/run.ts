@@ -2,8 +2,11 @@
  * The fault-injection harness (docs/chaos.md):
  *
  *   npx ts-node --transpile-only test/chaos/run.ts --profile ci|long --stack <name>|all [--seed N]
+ *     [--client kafkajs|platformatic|platformatic-kip848]
  *
- * (stack names: stacks/registry.ts)
+ * (stack names: stacks/registry.ts). `--client` chooses what the Kafka stacks' consumers run on
+ * (kafka-client.ts; @platformatic/kafka needs Node >= 22.22); with a client other than kafkajs,
+ * `--stack all` runs the Kafka stacks only, the others do not use it.
  *
  * For each stack and scenario: consumer processes, a producer with unique keys and injected
  * duplicates, an effect ledger in PostgreSQL, and a seeded fault schedule; then the verdict
@@ -14,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { Command, Option } from 'commander';
 import { Pool } from 'pg';
+import { CHAOS_KAFKA_CLIENTS, type ChaosKafkaClient } from './kafka-client';
 import { pgConfig, prepareLedger, readFaultCounts, readLedger } from './ledger';
 import { judgedStrictly, profile, type ProfileName, type ScenarioProfile, type StackName, STACKS } from './profiles';
 import type { FaultKind } from './schedule';
@@ -26,6 +30,7 @@ interface Options {
   stack: StackName | 'all';
   seed: number;
   scale: number;
+  client: ChaosKafkaClient;
 }
 
 interface Row {
@@ -73,16 +78,16 @@ function gateText(result: StackResult): string {
   return `; gate: ${g.gateAnswers} answered by Redis alone, ${g.truthClaims} decided by PostgreSQL, ${g.repopulated} repopulated, ${g.fallbackClaims} fallback (PostgreSQL alone), ${g.conflictChecks} conflict checks, ${g.gateFailures} gate failures`;
 }
 
-async function runStack(stack: StackName, scenario: ScenarioProfile, runId: string, seed: number): Promise<StackResult> {
+async function runStack(stack: StackName, scenario: ScenarioProfile, runId: string, seed: number, client: ChaosKafkaClient): Promise<StackResult> {
   const spec = stackSpec(stack);
-  if (spec.outbox) return (await import('./stacks/outbox')).runOutboxStack(spec, runId, seed, scenario);
+  if (spec.outbox) return (await import('./stacks/outbox')).runOutboxStack(spec, runId, seed, scenario, client);
   switch (spec.broker) {
     case 'memory':
       return (await import('./stacks/memory')).runMemoryStack(runId, seed, scenario);
     case 'rabbitmq':
       return (await import('./stacks/rabbitmq')).runRabbitMqStack(spec, runId, seed, scenario);
     case 'kafka':
-      return (await import('./stacks/kafka')).runKafkaStack(spec, runId, seed, scenario);
+      return (await import('./stacks/kafka')).runKafkaStack(spec, runId, seed, scenario, client);
   }
 }
 
@@ -148,24 +153,30 @@ async function main(): Promise<number> {
     .addOption(new Option('--profile <profile>', 'ci (≈12 min for all stacks) or long (≥100,000 messages per stack)').choices(['ci', 'long']).default('ci'))
     .addOption(new Option('--stack <stack>', 'which stack').choices([...STACKS, 'all']).default('all'))
     .option('--seed <n>', 'seed of the message plans and fault schedules', (v) => Number(v), Number(process.env.CHAOS_SEED ?? 20240601))
+    .addOption(new Option('--client <client>', 'the Kafka client of the Kafka stacks\' consumers').choices([...CHAOS_KAFKA_CLIENTS]).default('kafkajs'))
     .option('--scale <x>', 'multiply messages and publishing time (quick local runs)', (v) => Number(v), 1)
     .parse(process.argv)
     .opts<Options>();
+  const kafkaOnly = options.client !== 'kafkajs';
+  if (kafkaOnly && options.stack !== 'all' && stackSpec(options.stack).broker !== 'kafka') {
+    process.stderr.write(`chaos: --client ${options.client} applies to the Kafka stacks only; "${options.stack}" is not one\n`);
+    return 2;
+  }
   const pool = await openLedger();
   await prepareLedger(pool);
-  const stacks = options.stack === 'all' ? STACKS : [options.stack];
+  const stacks = options.stack === 'all' ? STACKS.filter((s) => !kafkaOnly || stackSpec(s).broker === 'kafka') : [options.stack];
   const rows: Row[] = [];
   const started = Date.now();
-  process.stdout.write(`chaos: profile ${options.profile}, seed ${options.seed}, stacks ${stacks.join(', ')}\n`);
+  process.stdout.write(`chaos: profile ${options.profile}, seed ${options.seed}, stacks ${stacks.join(', ')}, Kafka client ${options.client}\n`);
   for (const stack of stacks) {
     const stackRows: Row[] = [];
     for (const base of profile(options.profile, stack)) {
       const scenario: ScenarioProfile = { ...base, messages: Math.max(10, Math.round(base.messages * options.scale)), publishMs: Math.round(base.publishMs * options.scale) };
       const runId = `${stack}-${scenario.name}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
       const seed = options.seed + stackRows.length * 1000 + STACKS.indexOf(stack) * 100_000;
-      await pool.query('INSERT INTO chaos_runs (run_id, stack, scenario, profile, seed) VALUES ($1, $2, $3, $4, $5)', [runId, stack, scenario.name, options.profile, seed]);
+      await pool.query('INSERT INTO chaos_runs (run_id, stack, scenario, profile, seed) VALUES ($1, $2, $3, $4, $5)', [runId, options.client === 'kafkajs' ? stack : `${stack}@${options.client}`, scenario.name, options.profile, seed]);
       process.stdout.write(`\n== ${stack} / ${scenario.name}: ${scenario.messages} keys, ${scenario.workers} workers × ${scenario.concurrency}, run ${runId}, seed ${seed}\n`);
-      const result = await runStack(stack, scenario, runId, seed);
+      const result = await runStack(stack, scenario, runId, seed, options.client);
       const ledger = await readLedger(pool, runId);
       const deadLettered = new Map<string, string[]>();
       for (const d of result.deadLetters) deadLettered.set(d.key, [...(deadLettered.get(d.key) ?? []), d.reason]);

@@ -108,11 +108,10 @@ async function makeSource(): Promise<MessageSource> {
     });
   }
   const kafka = config.kafka!;
-  const { Kafka, logLevel } = await import('kafkajs');
   const { KafkaSource } = await import('../../adapters/kafka');
-  const client = new Kafka({ clientId: `chaos-${config.workerId}`, brokers: [...kafka.brokers], logLevel: logLevel.NOTHING });
+  const { chaosSourceDependencies } = await import('./kafka-client');
   return new KafkaSource(
-    { kafka: client },
+    await chaosSourceDependencies(kafka.client, `chaos-${config.workerId}`, kafka.brokers),
     {
       topics: [kafka.topic],
       groupId: kafka.groupId,

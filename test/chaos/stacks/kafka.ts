@@ -2,8 +2,10 @@
  * The Kafka stacks: the local Kafka broker (127.0.0.1:9092, `npm run kafka:start`), a topic and its
  * `.dlq` per run (6 partitions), one consumer group of worker processes (KafkaSource + the stack's
  * claimer on the run's claim store, see claim-store.ts), and a kafkajs producer in this process
- * keyed by the idempotency key. Group joins and leaves are faults of their own; a SIGKILL
- * leaves the group at the session timeout (6 s, the broker's minimum).
+ * keyed by the idempotency key. The workers consume with the client `run.ts --client` names.
+ * Group joins and leaves are faults of their own; a SIGKILL leaves the group at the session
+ * timeout (classic protocol: 6 s, the broker's minimum; KIP-848: the broker's
+ * `group.consumer.session.timeout.ms`, 45 s by default, which no member can lower).
  */
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { Pool } from 'pg';
@@ -16,12 +18,14 @@ import { Rng } from '../rng';
 import { buildPlan, buildSchedule } from '../schedule';
 import { injectFault, WorkerPool } from './process-workers';
 import type { StackResult } from './stack';
+import type { ChaosKafkaClient } from '../kafka-client';
 
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const PARTITIONS = 6;
 const SESSION_TIMEOUT_MS = 6000;
 
-export async function runKafkaStack(spec: StackSpec, runId: string, seed: number, s: ScenarioProfile): Promise<StackResult> {
+/** `client`: what the worker processes consume with (the harness's producer, admin and dead-letter reader are kafkajs). */
+export async function runKafkaStack(spec: StackSpec, runId: string, seed: number, s: ScenarioProfile, client: ChaosKafkaClient = 'kafkajs'): Promise<StackResult> {
   const startedAt = Date.now();
   const rng = new Rng(seed);
   const topic = `chaos-${runId}`;
@@ -46,7 +50,7 @@ export async function runKafkaStack(spec: StackSpec, runId: string, seed: number
       concurrency: s.concurrency,
       handler: s.handler,
       runStartedAt: startedAt,
-      kafka: { brokers: BROKERS, topic, groupId, sessionTimeoutMs: SESSION_TIMEOUT_MS },
+      kafka: { brokers: BROKERS, topic, groupId, sessionTimeoutMs: SESSION_TIMEOUT_MS, client },
     },
     s.workers,
     s.restartDelayMs,

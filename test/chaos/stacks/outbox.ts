@@ -35,6 +35,7 @@ import { injectFault, WorkerPool } from './process-workers';
 import type { StackSpec } from './registry';
 import { closeConnectionsNamed } from './rabbitmq';
 import { forkTs, logDir, type StackResult } from './stack';
+import type { ChaosKafkaClient } from '../kafka-client';
 
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const KAFKA_BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
@@ -61,7 +62,8 @@ export interface OutboxFindings {
   readonly deadRows: number;
 }
 
-export async function runOutboxStack(spec: StackSpec, runId: string, seed: number, s: ScenarioProfile): Promise<StackResult & { readonly outbox: OutboxFindings }> {
+/** `client`: what the downstream consumer of `kafka-outbox` consumes with (the relays publish with kafkajs). */
+export async function runOutboxStack(spec: StackSpec, runId: string, seed: number, s: ScenarioProfile, client: ChaosKafkaClient = 'kafkajs'): Promise<StackResult & { readonly outbox: OutboxFindings }> {
   const startedAt = Date.now();
   const rng = new Rng(seed);
   const broker = spec.broker as 'rabbitmq' | 'kafka';
@@ -86,7 +88,7 @@ export async function runOutboxStack(spec: StackSpec, runId: string, seed: numbe
     schema,
     runId,
     workerId: 'consumer',
-    ...(broker === 'rabbitmq' ? { amqp: { url: AMQP_URL, queue } } : { kafka: { brokers: KAFKA_BROKERS, topic, groupId: `chaos-${runId}` } }),
+    ...(broker === 'rabbitmq' ? { amqp: { url: AMQP_URL, queue } } : { kafka: { brokers: KAFKA_BROKERS, topic, groupId: `chaos-${runId}`, client } }),
   };
   const consumer = forkTs(join(__dirname, '..', 'outbox-consumer.ts'), [JSON.stringify(consumerConfig)], runId, 'consumer');
   let consumerStats: Extract<FromWorker, { t: 'stats' }> | undefined;

@@ -7,14 +7,15 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
-import { describeWithServices, SERVICES } from '../../support/services';
+import { SERVICES } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { fastSource, keyedProducer, makeKafka, messages, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 import { RedisFixture } from './support/redis-fixture';
 import { recordKey } from '../../../adapters/redis';
 import { uniquePrefix } from '../redis/support/redis-helpers';
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process killed mid-batch', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: a consumer process killed mid-batch', clients, (row) => {
   let kafka: Kafka;
   let topics: TopicFixture;
   let redis: RedisFixture;
@@ -45,7 +46,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process kill
     await close();
     const sink = await redis.client();
 
-    const config = { topic, groupId, prefix, effects, slowKey: 'p0-50', leaseTtlMs: 3000, redisPort: SERVICES.redis.port };
+    const config = { topic, groupId, prefix, effects, slowKey: 'p0-50', leaseTtlMs: 3000, redisPort: SERVICES.redis.port, client: row.name };
     child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'support', 'crash-child.ts'), JSON.stringify(config)], {
       stdio: ['ignore', 'ignore', 'inherit'],
       env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
@@ -71,22 +72,23 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: a consumer process kill
     }
 
     const claimer = await redis.claimer('crash', { prefix });
-    const consumer = new TestConsumer({ name: groupId, claimer, source: fastSource(kafka, { topics: [topic], groupId }), leaseTtlMs: 3000, busyRequeueDelayMs: 250 }, async (message) => {
+    const consumer = new TestConsumer({ name: groupId, claimer, source: fastSource(row.make(`twophase-crash-suite-${row.name}`), { topics: [topic], groupId }), leaseTtlMs: 3000, busyRequeueDelayMs: 250 }, async (message) => {
       await sink.hincrby(effects, message.key, 1);
       return ack();
     });
     consumers.push(consumer);
     await consumer.start();
-    await waitFor(async () => (await sink.hlen(effects)) === 3 * perPartition && topics.fullyCommitted(groupId, topic), { what: 'every key applied and committed', timeoutMs: 45_000, intervalMs: 100 });
+    await waitFor(async () => (await sink.hlen(effects)) === 3 * perPartition && topics.fullyCommitted(groupId, topic), { what: 'every key applied and committed', timeoutMs: 90_000, intervalMs: 100 });
 
     const counts = Object.values(await sink.hgetall(effects)).map(Number);
     expect(counts.filter((n) => n !== 1)).toEqual([]);
     // The records the killed process applied came again and were skipped on their claims; the
     // hanging one was taken over once its lease ended (the broker's eviction, after
-    // sessionTimeout, outlasts the 3 s lease), as attempt 2, and applied once.
+    // sessionTimeout, outlasts the 3 s lease; under KIP-848 the broker's own session timeout,
+    // 45 s by default, applies), as attempt 2, and applied once.
     expect(consumer.count('done_duplicate')).toBe(2 * perPartition + 50);
     const takeover = consumer.events.find((e) => e.type === 'acquired' && e.key === `${groupId}:p0-50`);
     expect(takeover?.attempt).toBe(2);
     await sink.del(effects, `${effects}:slow-started`, `${effects}:child-ready`);
-  });
+  }, 180_000);
 });

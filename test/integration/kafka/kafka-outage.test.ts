@@ -6,14 +6,15 @@
  */
 import type { Kafka } from 'kafkajs';
 import { ack } from '../../../src';
-import { describeWithServices } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { RedisServerProcess, redisCli } from '../redis/support/redis-process';
 import { EffectLog, fastSource, keyedProducer, makeKafka, messages, recordEvents, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 import { RedisFixture } from './support/redis-fixture';
 
-describeWithServices(['kafka', 'redis'], 'Kafka adapter: S14 claim store unavailable', () => {
+describeEachClient(['kafka', 'redis'], 'Kafka adapter: S14 claim store unavailable', clients, (row) => {
   let kafka: Kafka;
+  const client = row.make(`twophase-outage-suite-${row.name}`);
   let topics: TopicFixture;
   let redis: RedisFixture;
   let server: RedisServerProcess;
@@ -40,7 +41,7 @@ describeWithServices(['kafka', 'redis'], 'Kafka adapter: S14 claim store unavail
     const claimer = await redis.claimer('s14', { operationTimeoutMs: 300 }, server.port);
     const log = new EffectLog();
     let runs = 0;
-    const source = fastSource(kafka, { topics: [topic], groupId, unavailableBackoff: { maxDelayMs: 2000 } });
+    const source = fastSource(client, { topics: [topic], groupId, unavailableBackoff: { maxDelayMs: 2000 } });
     const events = recordEvents(source);
     const consumer = new TestConsumer(
       { name: groupId, claimer, source, claimRetries: 1, claimBackoff: { initialDelayMs: 50, maxDelayMs: 50 }, unavailableRequeueDelayMs: 250, commitDeadlineMs: 15_000 },

@@ -1,12 +1,14 @@
 /**
- * KafkaSource start() against topics that do not exist (real broker): a typed error naming the
- * missing source topic, with nothing created; and kafkajs's own log lines routed through
- * twophase's logger at a level the user chooses (kafkajsLogCreator).
+ * KafkaSource start() against topics that do not exist (real broker), on every client: a typed
+ * error naming the missing source topic, with nothing created. And, on kafkajs (the only client
+ * with its own log lines to route), kafkajs's log lines routed through twophase's logger at a
+ * level the user chooses (kafkajsLogCreator).
  */
 import { Kafka } from 'kafkajs';
 import { ack, ConfigurationError, InMemoryClaimer, type Logger } from '../../../src';
 import { KafkaSource, kafkajsLogCreator } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
+import { clients, describeEachClient } from './support/clients';
 import { BROKERS, FAST_GROUP, makeKafka, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
 
 function capturingLogger(): Logger & { lines: { level: string; msg: string; obj: object }[] } {
@@ -15,17 +17,14 @@ function capturingLogger(): Logger & { lines: { level: string; msg: string; obj:
   return { lines, debug: push('debug'), info: push('info'), warn: push('warn'), error: push('error') };
 }
 
-describeWithServices(['kafka'], 'KafkaSource start(): missing topics and kafkajs logs (real broker)', () => {
+describeEachClient(['kafka'], 'KafkaSource start(): missing topics (real broker)', clients, (row) => {
   const kafka = makeKafka('twophase-start-errors');
-  const topics = new TopicFixture(kafka);
-  afterAll(async () => {
-    await topics.destroy();
-  });
+  const client = row.make(`twophase-start-errors-${row.name}`);
 
   for (const check of ['create', 'exists'] as const) {
     test(`deadLetterTopicCheck '${check}' and no source topic: ConfigurationError naming the topic, and no dead-letter topic created`, async () => {
       const missing = unique('no-such-topic');
-      const source = new KafkaSource({ kafka }, { topics: [missing], groupId: unique('group'), deadLetterTopicCheck: check, consumer: FAST_GROUP, logger: capturingLogger() });
+      const source = new KafkaSource({ client }, { topics: [missing], groupId: unique('group'), deadLetterTopicCheck: check, consumer: FAST_GROUP, logger: capturingLogger() });
       const consumer = new TestConsumer({ name: 'missing-topic', claimer: new InMemoryClaimer(), source }, async () => ack());
       const error = await consumer.start().then(
         () => undefined,
@@ -43,6 +42,14 @@ describeWithServices(['kafka'], 'KafkaSource start(): missing topics and kafkajs
       }
     });
   }
+});
+
+describeWithServices(['kafka'], 'KafkaSource start(): kafkajs log lines (real broker)', () => {
+  const kafka = makeKafka('twophase-start-errors-logs');
+  const topics = new TopicFixture(kafka);
+  afterAll(async () => {
+    await topics.destroy();
+  });
 
   test('kafkajsLogCreator routes kafkajs lines through the twophase logger: errors only by default, INFO when asked, nothing on the console', async () => {
     const topic = await topics.create('logs', 1);

@@ -1,6 +1,6 @@
 /**
  * A consumer process for the crash test: consumes with the Redis claimer and applies each effect
- * as HINCRBY <effects> <key> 1 on the shared Redis. The handler of `slowKey` marks that it
+ * as HINCRBY <effects> <key> 1 on the shared Redis, on the client row the parent names. The handler of `slowKey` marks that it
  * started and then hangs (before its effect) until the parent kills this process with SIGKILL.
  * Offsets are never committed before that (commit interval of ten minutes), so the kill lands in
  * the middle of uncommitted batches.
@@ -10,7 +10,8 @@
 import Redis from 'ioredis';
 import { ack } from '../../../../src';
 import { RedisClaimer } from '../../../../adapters/redis';
-import { fastSource, makeKafka, TestConsumer } from './kafka-helpers';
+import { clients, type ClientRow } from './clients';
+import { fastSource, TestConsumer } from './kafka-helpers';
 
 interface ChildConfig {
   readonly topic: string;
@@ -20,6 +21,8 @@ interface ChildConfig {
   readonly slowKey: string;
   readonly leaseTtlMs: number;
   readonly redisPort: number;
+  /** The row of support/clients.ts to consume with. */
+  readonly client: ClientRow['name'];
 }
 
 async function main(): Promise<void> {
@@ -27,7 +30,9 @@ async function main(): Promise<void> {
   const redis = new Redis({ host: '127.0.0.1', port: config.redisPort, maxRetriesPerRequest: 1 });
   redis.on('error', () => undefined);
   const claimer = new RedisClaimer({ redis }, { prefix: config.prefix });
-  const source = fastSource(makeKafka('twophase-crash-child'), { topics: [config.topic], groupId: config.groupId, commitIntervalMs: 600_000 });
+  const row = clients.find((r) => r.name === config.client);
+  if (!row) throw new Error(`unknown client row "${config.client}"`);
+  const source = fastSource(row.make('twophase-crash-child'), { topics: [config.topic], groupId: config.groupId, commitIntervalMs: 600_000 });
   const consumer = new TestConsumer({ name: config.groupId, claimer, source, leaseTtlMs: config.leaseTtlMs }, async (message) => {
     if (message.body.id === config.slowKey) {
       await redis.set(`${config.effects}:slow-started`, String(process.pid));
