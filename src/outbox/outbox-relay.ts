@@ -206,7 +206,7 @@ export class OutboxRelay implements RunnableConsumer {
     this.stopRequested = true;
     if (this.state === 'running' || this.state === 'starting') this.state = 'stopping';
     if (this.statsTimer) clearInterval(this.statsTimer);
-    this.wakeUp();
+    for (const done of [...this.waiters]) done();
     if (this.loopDone) {
       const timedOut = await raceTimeout(this.loopDone, this.options.shutdownTimeoutMs);
       if (timedOut) await Promise.all([...this.current].map((c) => this.giveBack(c, 'stop() passed shutdownTimeoutMs')));
@@ -259,6 +259,8 @@ export class OutboxRelay implements RunnableConsumer {
       deadKeyPolicy: this.options.deadKeyPolicy,
     });
     if (claim.records.length === 0) return { claimed: 0, published: 0, failed: 0, released: 0 };
+    // A full batch: more is likely waiting; a lane of the loop that is idle claims it meanwhile.
+    if (claim.records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
     this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
     const held = new Set(claim.records.map((r) => r.sequence));
     const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
@@ -401,12 +403,11 @@ export class OutboxRelay implements RunnableConsumer {
     });
   }
 
+  /** Wakes one waiting lane (a lane that then claims a full batch wakes the next), or marks the wake-up for the next lane to idle. */
   private wakeUp(): void {
-    if (this.waiters.size === 0) {
-      this.woken = true;
-      return;
-    }
-    for (const done of [...this.waiters]) done();
+    const [first] = this.waiters;
+    if (first) first();
+    else this.woken = true;
   }
 
   private async listen(): Promise<void> {

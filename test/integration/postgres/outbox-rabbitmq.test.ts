@@ -169,6 +169,8 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
       return m.length > 0 ? m : undefined;
     });
     expect(JSON.parse(got[0]!.content.toString())).toEqual({ orderId: 'behind' });
+    // Its row is deleted after the confirm, so possibly a moment after the message arrived.
+    await waitFor(async () => (await f.rows()).length === 1, { what: 'the published row removed' });
     expect((await f.rows()).map((r) => r.state)).toEqual(['dead']);
   });
 
@@ -206,8 +208,8 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
     const relay = f.relay({ store: counting, notifier: new PostgresOutboxNotifier({ pool: f.pool }, { schema: f.schema }) }, { pollIntervalMs: 600_000 });
     await relay.start();
     expect(relay.health().listening).toBe(true);
-    // The first claim ran (empty); the relay now sleeps until notified.
-    await waitFor(() => claims === 1);
+    // The first claim of each lane ran (empty); the relay now sleeps until notified.
+    await waitFor(() => claims === relay.options.claimConcurrency);
     await f.inTransaction((c) => stageOutbox(c, placed('o-notified'), { schema: f.schema }));
     const got = await waitFor(async () => {
       const m = await f.drain();

@@ -213,10 +213,12 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
     expect((await f.rows()).map((r) => r.lease_owner)).toEqual([null, null]);
     const next = f.relay();
     await next.start();
-    const got = await waitFor(async () => {
-      const m = await f.drain();
-      return m.length === 2 ? m : undefined;
-    });
+    // A drain takes what has arrived so far: gather until both are in.
+    const got: Awaited<ReturnType<typeof f.drain>> = [];
+    await waitFor(async () => {
+      got.push(...(await f.drain()));
+      return got.length === 2;
+    }, { what: 'both messages published by the next relay' });
     expect(got.map((m) => m.properties.messageId)).toEqual(ids);
   });
 
