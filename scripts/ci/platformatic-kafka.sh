@@ -28,6 +28,7 @@ PLATFORMATIC_ROWS_ONLY=(
   test/integration/kafka/kafka-outage.test.ts
   test/integration/kafka/kafka-start-errors.test.ts
   test/integration/kafka/kafka-replay-operations.test.ts
+  test/fuzz/kafka-adapter.fuzz.test.ts
 )
 
 dir="$(mktemp -d "${TMPDIR:-/tmp}/twophase-node$major.XXXXXX")"

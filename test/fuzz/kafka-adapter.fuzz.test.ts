@@ -1,9 +1,10 @@
 /**
  * Bad input through the real Kafka adapter (127.0.0.1:9092, `npm run kafka:start`) with the Redis
  * claimer (127.0.0.1:6379): fuzzed keys, headers and bodies produced raw with kafkajs, consumed
- * by two KafkaSource consumers in one group. Each bad message is dead-lettered to `<topic>.dlq`
- * with `twophase-reason` and `twophase-error-type: InvalidMessageError`, the handler never sees
- * it, each good key is handled once, nothing is lost, and both consumers stay up.
+ * by two KafkaSource consumers in one group, on kafkajs and on @platformatic/kafka classic
+ * (rows of test/integration/kafka/support/clients.ts). Each bad message is dead-lettered to
+ * `<topic>.dlq` with `twophase-reason` and `twophase-error-type: InvalidMessageError`, the
+ * handler never sees it, each good key is handled once, nothing is lost, and both consumers stay up.
  *
  * Kafka headers are strings or bytes only (no numbers, tables or nulls), and a record without a
  * key header is keyed by its `topic:partition:offset`, so "missing key" cannot happen here; a
@@ -15,7 +16,8 @@ import { type Consumer, Kafka, logLevel, Partitioners, type Producer } from 'kaf
 import { KafkaSource } from '../../adapters/kafka';
 import { RedisClaimer } from '../../adapters/redis';
 import { silentLogger } from '../../src';
-import { describeWithServices, SERVICES } from '../support/services';
+import { SERVICES } from '../support/services';
+import { clientRows, describeEachClient } from '../integration/kafka/support/clients';
 import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, labelledReport, type HeaderValue, type Transport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER, trackingIdOf } from './support/adapter-fuzz';
 import { waitFor } from '../support/wait';
@@ -31,7 +33,10 @@ const KAFKA: Transport = {
   brokerRecordIds: true,
 };
 
-describeWithServices(['kafka', 'redis'], 'fuzz: bad input through the Kafka adapter (Redis claimer)', () => {
+// Not on the KIP-848 row yet: there, with two members in the group, a record with an invalid body
+// was dead-lettered twice (seed 761709086), and in another run a batch's dead letters did not
+// arrive within 15 s; both open.
+describeEachClient(['kafka', 'redis'], 'fuzz: bad input through the Kafka adapter (Redis claimer)', clientRows('kafkajs', 'platformatic-classic'), (row) => {
   const tag = `${Date.now().toString(36)}${Math.floor(Math.random() * 1e6)}`;
   const topic = `tp-fuzz-${tag}`;
   const groupId = `tp-fuzz-${tag}`;
@@ -82,7 +87,7 @@ describeWithServices(['kafka', 'redis'], 'fuzz: bad input through the Kafka adap
           {
             name: NAMESPACE,
             claimer: new RedisClaimer({ redis, logger: silentLogger }, { prefix }),
-            source: new KafkaSource({ kafka: new Kafka({ clientId: `twophase-fuzz-${n}`, brokers: BROKERS, logLevel: logLevel.NOTHING }) }, { topics: [topic], groupId, fromBeginning: true, consumer: FAST_GROUP, logger: silentLogger }),
+            source: new KafkaSource({ client: row.make(`twophase-fuzz-${n}-${row.name}`) }, { topics: [topic], groupId, fromBeginning: true, consumer: FAST_GROUP, logger: silentLogger }),
             concurrency: 8,
             logger: silentLogger,
             observers: [recorder.observer],

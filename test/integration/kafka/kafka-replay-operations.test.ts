@@ -32,7 +32,7 @@ describeEachClient(['kafka'], 'twophase dlq replay on Kafka after a killed run (
     await producer.disconnect();
 
     // A member of the replay group in another process, on the same client, killed without leaving the group.
-    const member = { client: row.name, clientId: 'killed-replay', groupId, topic: dlq, sessionTimeout: 10_000 };
+    const member = { client: row.name, clientId: 'killed-replay', groupId, topic: dlq, sessionTimeout: 20_000 };
     const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'support', 'group-member-child.ts'), JSON.stringify(member)], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -43,9 +43,13 @@ describeEachClient(['kafka'], 'twophase dlq replay on Kafka after a killed run (
       if (chunk.toString().includes('joined')) joined = true;
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    await waitFor(() => joined, { what: 'the first run joined the replay group', timeoutMs: 60_000 });
-    child.kill('SIGKILL');
-    await exited;
+    try {
+      await waitFor(() => joined || child.exitCode !== null, { what: 'the first run joined the replay group', timeoutMs: 60_000 });
+      expect(child.exitCode).toBeNull();
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
 
     const err: string[] = [];
     const out: string[] = [];
