@@ -15,7 +15,7 @@ export { validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
 export { commitEach } from './commit-many';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
-export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
+export { backoffDelay, sleep, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
 export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';

@@ -26,6 +26,8 @@ const KIT_VALUES = [
   'sleep',
   'withDeadline',
   'retryWithin',
+  'retry',
+  'retryAfter',
   'LeaseKeeper',
   'resolveConsumerOptions',
   'truncateErrorMessage',
