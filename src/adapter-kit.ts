@@ -26,3 +26,24 @@ export { Semaphore } from './semaphore';
 export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';
 export { requirePeer, checkPeerVersion, installedVersion, satisfiesRange } from './peer-check';
+// Moved from `twophase` (still re-exported there, deprecated, through 0.2.x).
+export type { ClaimRequest, ClaimManyEntry, CommitRequest, CommitManyEntry, SharedTransaction, KeyPeek } from './claimer';
+export { validateKey } from './keys';
+export { monotonicClock } from './clock';
+export { keyFromHeaderValue, validatePublishedKey } from './message-key';
+export {
+  type OutboxStore,
+  type OutboxPublisher,
+  type OutboxPublishTracer,
+  type OutboxNotifier,
+  type OutboxSubscription,
+  type OutboxRecord,
+  type OutboxLease,
+  type OutboxClaim,
+  type OutboxClaimRequest,
+  type OutboxFailure,
+  type DeadKeyPolicy,
+  type PublishFailureClass,
+  type OutboxEnvelope,
+  toOutboxEnvelope,
+} from './outbox';
