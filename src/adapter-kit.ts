@@ -15,7 +15,7 @@ export { validateClaimOptions, checkTtl } from './keys';
 export { encodeResult, decodeResult } from './result-codec';
 export { commitEach } from './commit-many';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
-export { backoffDelay, sleep, withDeadline, retryWithin } from './retry';
+export { backoffDelay, sleep, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
 export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
@@ -26,3 +26,24 @@ export { Semaphore } from './semaphore';
 export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
 export { type AdapterSurface, AdapterEvents } from './adapter-surface';
 export { requirePeer, checkPeerVersion, installedVersion, satisfiesRange } from './peer-check';
+// Moved from `twophase` (still re-exported there, deprecated, through 0.2.x).
+export type { ClaimRequest, ClaimManyEntry, CommitRequest, CommitManyEntry, SharedTransaction, KeyPeek } from './claimer';
+export { validateKey } from './keys';
+export { monotonicClock } from './clock';
+export { keyFromHeaderValue, validatePublishedKey } from './message-key';
+export {
+  type OutboxStore,
+  type OutboxPublisher,
+  type OutboxPublishTracer,
+  type OutboxNotifier,
+  type OutboxSubscription,
+  type OutboxRecord,
+  type OutboxLease,
+  type OutboxClaim,
+  type OutboxClaimRequest,
+  type OutboxFailure,
+  type DeadKeyPolicy,
+  type PublishFailureClass,
+  type OutboxEnvelope,
+  toOutboxEnvelope,
+} from './outbox';

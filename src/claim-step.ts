@@ -5,7 +5,7 @@
 import type { ClaimOptions, ClaimResult, Claimer } from './claimer';
 import type { Delivery } from './delivery';
 import { isRetriable } from './errors';
-import { backoffDelay, type BackoffPolicy, sleep } from './retry';
+import { type BackoffPolicy, retryAfter as retryFailedCall } from './retry';
 import type { PreparedClaim } from './source';
 import type { ConsumerTtls, DeliveryView } from './ttl-policy';
 
@@ -68,18 +68,16 @@ export class ClaimStep {
    * @throws `error` when it is not retriable or `claimRetries` is 0; the last error once retries
    *   are spent; ShutdownError when shutdown interrupts a backoff
    */
-  async retryAfter(error: unknown, key: string, delivery: DeliveryView, fingerprint: string | undefined): Promise<ClaimResult> {
+  retryAfter(error: unknown, key: string, delivery: DeliveryView, fingerprint: string | undefined): Promise<ClaimResult> {
     let options: ClaimOptions | undefined;
-    for (let retry = 0; ; retry++) {
-      if (!isRetriable(error) || retry >= this.options.claimRetries) throw error;
-      await sleep(backoffDelay(this.options.claimBackoff, retry + 1), this.shutdown);
-      options ??= this.optionsFor(delivery, fingerprint);
-      try {
-        return await this.options.claimer.claim(key, options);
-      } catch (next) {
-        error = next;
-      }
-    }
+    return retryFailedCall(
+      error,
+      () => {
+        options ??= this.optionsFor(delivery, fingerprint);
+        return this.options.claimer.claim(key, options);
+      },
+      { backoff: this.options.claimBackoff, retries: this.options.claimRetries, signal: this.shutdown },
+    );
   }
 
   /**

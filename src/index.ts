@@ -6,10 +6,45 @@
  * @module twophase
  */
 export * from './errors';
-export * from './claimer';
+export {
+  type JsonValue,
+  type ClaimerKind,
+  type ClaimOptions,
+  type ClaimState,
+  type ClaimResult,
+  type AcquiredClaim,
+  type DoneClaim,
+  type BusyClaim,
+  type Receipt,
+  type ReleaseOptions,
+  type Claimer,
+} from './claimer';
+// For claimer and source authors: twophase/adapter-kit. Kept here, deprecated, through 0.2.x.
+export {
+  /** @deprecated Import `ClaimRequest` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type ClaimRequest,
+  /** @deprecated Import `ClaimManyEntry` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type ClaimManyEntry,
+  /** @deprecated Import `CommitRequest` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type CommitRequest,
+  /** @deprecated Import `CommitManyEntry` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type CommitManyEntry,
+  /** @deprecated Import `SharedTransaction` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type SharedTransaction,
+  /** @deprecated Import `KeyPeek` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type KeyPeek,
+} from './claimer';
 export * from './limits';
-export { validateKey, namespaceKey, digestKey } from './keys';
-export { type Clock, monotonicClock, type TimerClock, type TimerHandle, systemClock } from './clock';
+export { namespaceKey, digestKey } from './keys';
+export {
+  /** @deprecated Import `validateKey` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  validateKey,
+} from './keys';
+export { type Clock, type TimerClock, type TimerHandle, systemClock } from './clock';
+export {
+  /** @deprecated Import `monotonicClock` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  monotonicClock,
+} from './clock';
 export { InMemoryClaimer, type InMemoryClaimerOptions } from './in-memory-claimer';
 export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './delivery';
 export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './settler';
@@ -28,7 +63,13 @@ export {
   type SettleAction,
 } from './observer';
 export type { BackoffPolicy } from './retry';
-export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf, keyFromHeaderValue, validatePublishedKey } from './message-key';
+export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf } from './message-key';
+export {
+  /** @deprecated Import `keyFromHeaderValue` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  keyFromHeaderValue,
+  /** @deprecated Import `validatePublishedKey` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  validatePublishedKey,
+} from './message-key';
 export type { MessageSource } from './source';
 export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
 export {
@@ -44,3 +85,34 @@ export { runOnce, type RunOnceContext, type RunOnceResult } from './run-once';
 export { type RunOnceOptions, type FailurePolicy, RUN_ONCE_DEFAULTS } from './run-once-options';
 export { runOnceKey, RUN_ONCE_KEY_PREFIX, type RunOnceScope } from './run-once-key';
 export * from './outbox';
+// The outbox's store and broker ports: twophase/adapter-kit. Kept here, deprecated, through 0.2.x.
+export {
+  /** @deprecated Import `OutboxStore` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxStore,
+  /** @deprecated Import `OutboxPublisher` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxPublisher,
+  /** @deprecated Import `OutboxPublishTracer` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxPublishTracer,
+  /** @deprecated Import `OutboxNotifier` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxNotifier,
+  /** @deprecated Import `OutboxSubscription` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxSubscription,
+  /** @deprecated Import `OutboxRecord` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxRecord,
+  /** @deprecated Import `OutboxLease` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxLease,
+  /** @deprecated Import `OutboxClaim` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxClaim,
+  /** @deprecated Import `OutboxClaimRequest` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxClaimRequest,
+  /** @deprecated Import `OutboxFailure` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxFailure,
+  /** @deprecated Import `DeadKeyPolicy` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type DeadKeyPolicy,
+  /** @deprecated Import `PublishFailureClass` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type PublishFailureClass,
+  /** @deprecated Import `OutboxEnvelope` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  type OutboxEnvelope,
+  /** @deprecated Import `toOutboxEnvelope` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
+  toOutboxEnvelope,
+} from './outbox';

@@ -56,26 +56,94 @@ export function withDeadline<T>(promise: Promise<T>, ms: number, what: string): 
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** When and how often {@link retry} calls again. All durations in milliseconds. */
+export interface RetryOptions<T> {
+  /** The pause before retry `n` (1-based): a backoff policy, or a function of `n`, ms. */
+  readonly backoff: BackoffPolicy | ((retry: number) => number);
+  /** Most retries after the first call (≥ 0). Default: no bound. */
+  readonly retries?: number;
+  /**
+   * No retry starts whose pause would end more than `deadlineMs` ms after the first call
+   * (after `startedAt` when given). Default: no deadline.
+   */
+  readonly deadlineMs?: number;
+  /** When the first call started, on the `now` clock. Default: when `retry` was called. */
+  readonly startedAt?: number;
+  /** The clock of `deadlineMs` and `startedAt`, ms. Default `Date.now`. */
+  readonly now?: () => number;
+  /** Aborts a pause: the retry then rejects with the signal's reason (or a ShutdownError). */
+  readonly signal?: AbortSignal;
+  /** Which errors are retried. Default {@link isRetriable}: programmer errors never are. */
+  readonly retryIf?: (error: unknown) => boolean;
+  /**
+   * For polls: true when a resolved value is not final yet (a key still busy). Such a value is
+   * retried like an error and, once retries or the deadline are spent, returned. Default: none.
+   */
+  readonly pending?: (value: T) => boolean;
+  /** Called before each pause with the retry number, the pause and the failure (error or value). */
+  readonly onRetry?: (retry: number, delayMs: number, failure: { readonly error: unknown } | { readonly value: T }) => void;
+}
+
+type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
+async function attempt<T>(fn: (attempt: number) => Promise<T>, n: number): Promise<Outcome<T>> {
+  try {
+    return { ok: true, value: await fn(n) };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+/**
+ * The one retry loop: calls `fn(1)`, and while the outcome is a retried error (or a pending
+ * value) and neither `retries` nor `deadlineMs` is spent, pauses (backoff) and calls `fn(n)`
+ * again. Resolves with the first final value; rejects with the first error that is not retried,
+ * or the last one once retries are spent.
+ * @throws the signal's reason (or ShutdownError) when `signal` aborts a pause
+ */
+export async function retry<T>(fn: (attempt: number) => Promise<T>, options: RetryOptions<T>): Promise<T> {
+  const startedAt = options.startedAt ?? (options.now ?? Date.now)();
+  return retryFrom(await attempt(fn, 1), fn, { ...options, startedAt });
+}
+
+/**
+ * {@link retry} when the first call already failed with `error` (a caller that keeps its first
+ * call on a fast path of its own): `fn` is called with 2, 3, ….
+ */
+export function retryAfter<T>(error: unknown, fn: (attempt: number) => Promise<T>, options: RetryOptions<T>): Promise<T> {
+  return retryFrom({ ok: false, error }, fn, options);
+}
+
+async function retryFrom<T>(outcome: Outcome<T>, fn: (attempt: number) => Promise<T>, options: RetryOptions<T>): Promise<T> {
+  const now = options.now ?? Date.now;
+  const startedAt = options.startedAt ?? now();
+  const retryIf = options.retryIf ?? isRetriable;
+  for (let n = 1; ; n++) {
+    const again = outcome.ok ? options.pending?.(outcome.value) === true : retryIf(outcome.error);
+    if (!again || (options.retries !== undefined && n > options.retries)) return settle(outcome);
+    const delayMs = typeof options.backoff === 'function' ? options.backoff(n) : backoffDelay(options.backoff, n);
+    if (options.deadlineMs !== undefined && now() - startedAt + delayMs > options.deadlineMs) return settle(outcome);
+    options.onRetry?.(n, delayMs, outcome.ok ? { value: outcome.value } : { error: outcome.error });
+    await sleep(delayMs, options.signal);
+    outcome = await attempt(fn, n + 1);
+  }
+}
+
+function settle<T>(outcome: Outcome<T>): T {
+  if (outcome.ok) return outcome.value;
+  throw outcome.error;
+}
+
 /**
  * Calls `fn` until it resolves, retrying retriable errors with backoff, until `deadlineMs` has
  * passed since the first call. The last error is rethrown. Non-retriable errors are thrown at once.
+ * (A {@link retry} with a deadline.)
  */
-export async function retryWithin<T>(
+export function retryWithin<T>(
   fn: () => Promise<T>,
   options: { deadlineMs: number; backoff: BackoffPolicy; signal?: AbortSignal; now?: () => number },
 ): Promise<T> {
-  const now = options.now ?? Date.now;
-  const start = now();
-  for (let retry = 1; ; retry++) {
-    try {
-      return await fn();
-    } catch (error) {
-      if (!isRetriable(error)) throw error;
-      const delay = backoffDelay(options.backoff, retry);
-      if (now() - start + delay > options.deadlineMs) throw error;
-      await sleep(delay, options.signal);
-    }
-  }
+  return retry(fn, options);
 }
 
 function abortReason(signal: AbortSignal): Error {

@@ -9,7 +9,7 @@ import { LeaseKeeper } from './keep-alive';
 import { type Outbox, ScopedOutbox, UnavailableOutbox } from './outbox/staging-outbox';
 import { decodeResult, encodeResult } from './result-codec';
 import { assertStorable } from './storable-result';
-import { type BackoffPolicy, backoffDelay, retryWithin, sleep } from './retry';
+import { type BackoffPolicy, retry, retryWithin } from './retry';
 import { runOnceKey } from './run-once-key';
 import { warnUnscopedHttpOnce } from './run-once-scope-check';
 import { type ResolvedRunOnceOptions, resolveRunOnceOptions, type RunOnceOptions } from './run-once-options';
@@ -141,17 +141,23 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
     const peeked = await o.claimer.peek(key);
     if (peeked.state === 'failed') throw new PreviousAttemptFailedError(key, peeked.attempts);
   }
-  const started = performance.now();
-  for (let poll = 1; ; poll++) {
-    const claim = await o.claimer.claim(key, claimOptions);
-    if (claim.state === 'done') return { status: 'replayed', result: claim.result as T, key };
-    if (claim.state === 'acquired') return acquired(o, key, claim, fn);
-    const delayMs = backoffDelay(WAIT_BACKOFF, poll);
-    const waitedMs = Math.round(performance.now() - started);
-    // Before the first pause the call has not waited: the time so far is the claim's own.
-    if (waitedMs + delayMs > o.waitMs) throw new InProgressError(key, poll === 1 ? 0 : waitedMs);
-    await sleep(delayMs);
-  }
+  const now = () => performance.now();
+  const started = now();
+  let paused = false;
+  // A busy key is polled until it is acquired or done, while the pauses fit in waitMs.
+  const claim = await retry(() => o.claimer.claim(key, claimOptions), {
+    backoff: WAIT_BACKOFF,
+    deadlineMs: o.waitMs,
+    startedAt: started,
+    now,
+    retryIf: () => false,
+    pending: (result) => result.state === 'busy',
+    onRetry: () => void (paused = true),
+  });
+  if (claim.state === 'done') return { status: 'replayed', result: claim.result as T, key };
+  if (claim.state === 'acquired') return acquired(o, key, claim, fn);
+  // Before the first pause the call has not waited: the time so far is the claim's own.
+  throw new InProgressError(key, paused ? Math.round(now() - started) : 0);
 }
 
 async function acquired<T extends JsonValue | undefined, TTransaction>(

@@ -5,7 +5,8 @@
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Client } from 'pg';
-import { type OutboxPublisher, OutboxRelay, type OutboxRelayEvent } from '../../src';
+import { OutboxRelay, type OutboxRelayEvent } from '../../src';
+import { type OutboxPublisher } from '../../src/adapter-kit';
 import { importPeer, loadOrReport } from './peer';
 import { badServiceUrl } from './url-check';
 import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';

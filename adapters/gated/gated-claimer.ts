@@ -2,20 +2,8 @@
  * GatedClaimer: a fast gate (Redis) in front of a claimer of record (PostgreSQL, in the effect's
  * transaction).
  */
-import {
-  type Claimer,
-  type ClaimerKind,
-  type ClaimOptions,
-  type ClaimResult,
-  isRetriable,
-  type JsonValue,
-  type KeyPeek,
-  KeyConflictError,
-  type Logger,
-  type Receipt,
-  validateKey,
-} from '../../src';
-import { validateClaimOptions } from '../../src/adapter-kit';
+import { type Claimer, type ClaimerKind, type ClaimOptions, type ClaimResult, isRetriable, type JsonValue, KeyConflictError, type Logger, type Receipt } from '../../src';
+import { validateClaimOptions, type KeyPeek, validateKey } from '../../src/adapter-kit';
 import { GateWindow } from './gate-window';
 import { type GateSide, GatedReceipt } from './gated-receipt';
 import {

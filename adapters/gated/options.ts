@@ -3,8 +3,8 @@
  * defaults live in one `Readonly<Required<…>>` constant; `resolveGatedOptions` merges into a copy
  * and validates at construction, naming the field and the value.
  */
-import { type Claimer, type Clock, ConfigurationError, consoleWarnLogger, type Logger, monotonicClock } from '../../src';
-import { checkInteger, checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
+import { type Claimer, type Clock, ConfigurationError, consoleWarnLogger, type Logger } from '../../src';
+import { checkInteger, checkKnownOptions, describeType, optionNames, monotonicClock } from '../../src/adapter-kit';
 
 /** What the gated claimer is given: two claimers the application built, and optionally a logger and a clock. */
 export interface GatedClaimerDependencies {

@@ -7,8 +7,8 @@
  * record waits its turn.
  */
 import { performance } from 'node:perf_hooks';
-import type { Logger, SharedTransaction } from '../../src';
-import type { DeliverySink, PreparedClaim } from '../../src/adapter-kit';
+import type { Logger } from '../../src';
+import { type DeliverySink, type PreparedClaim, type SharedTransaction } from '../../src/adapter-kit';
 import type { Prepared, QueuedRecord } from './record-queue';
 import type { RecordSettler } from './record-settler';
 import type { Delivery } from '../../src';

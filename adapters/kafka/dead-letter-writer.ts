@@ -11,7 +11,7 @@
  * shutdown's deadline passed.
  */
 import type { Logger, RejectInfo } from '../../src';
-import { backoffDelay, sleep } from '../../src/adapter-kit';
+import { retry } from '../../src/adapter-kit';
 import type { KafkaRecord, RecordProducer } from './client';
 import { DeadLetterError, PartitionRevokedError } from './errors';
 import { deadLetterRecord } from './headers';
@@ -50,38 +50,42 @@ export class DeadLetterWriter {
     const topic = this.options.deadLetterTopic(worker.topic);
     const copy = deadLetterRecord(record, { topic: worker.topic, partition: worker.partition, groupId: this.options.groupId }, info, Date.now());
     const logger = this.host.logger;
-    for (let attempt = 1; ; attempt++) {
-      const producer = this.host.producer();
-      if (worker.reason === 'revoked' || worker.reason === 'crashed' || this.host.crashed() || !producer) {
-        throw new PartitionRevokedError(worker.topic, worker.partition, record.offset);
-      }
-      try {
-        await producer.send({ topic, records: [copy], acks: -1, timeoutMs: this.options.deadLetterTimeoutMs });
-        this.host.written(worker, record, topic, info);
-        return;
-      } catch (error) {
-        if ((error as { retriable?: unknown } | undefined)?.retriable === false) {
-          // The broker refuses this record for good (for example MESSAGE_TOO_LARGE: the copy with
-          // the reason headers is over the dead-letter topic's max.message.bytes). Skipping it
-          // would lose it, so the partition keeps waiting, and says why loudly.
-          logger.error(
-            { err: error, topic, attempt, offset: record.offset, errorType: (error as { type?: unknown }).type },
-            'twophase/kafka: the dead-letter topic refuses this record and will until its configuration changes; the partition waits (nothing is skipped)',
-          );
-        } else {
-          logger.warn({ err: error, topic, attempt, offset: record.offset }, 'twophase/kafka: writing a dead letter failed; retrying (the partition waits)');
-        }
-        this.host.failed();
-        const deadline = this.host.stopDeadline();
-        if (deadline !== undefined && Date.now() > deadline) {
-          throw new DeadLetterError(topic, `dead letter of ${worker.topic}[${worker.partition}]@${record.offset} not written before the shutdown deadline`, { cause: error });
-        }
-        try {
-          await sleep(backoffDelay(this.options.deadLetterBackoff, attempt), worker.revokedSignal);
-        } catch {
-          // revoked while waiting: the loop's first check throws
-        }
-      }
+    const revoked = () => new PartitionRevokedError(worker.topic, worker.partition, record.offset);
+    const final = (error: unknown) => error instanceof PartitionRevokedError || error instanceof DeadLetterError;
+    try {
+      await retry(
+        async (attempt) => {
+          const producer = this.host.producer();
+          if (worker.reason === 'revoked' || worker.reason === 'crashed' || this.host.crashed() || !producer) throw revoked();
+          try {
+            await producer.send({ topic, records: [copy], acks: -1, timeoutMs: this.options.deadLetterTimeoutMs });
+          } catch (error) {
+            if ((error as { retriable?: unknown } | undefined)?.retriable === false) {
+              // The broker refuses this record for good (for example MESSAGE_TOO_LARGE: the copy with
+              // the reason headers is over the dead-letter topic's max.message.bytes). Skipping it
+              // would lose it, so the partition keeps waiting, and says why loudly.
+              logger.error(
+                { err: error, topic, attempt, offset: record.offset, errorType: (error as { type?: unknown }).type },
+                'twophase/kafka: the dead-letter topic refuses this record and will until its configuration changes; the partition waits (nothing is skipped)',
+              );
+            } else {
+              logger.warn({ err: error, topic, attempt, offset: record.offset }, 'twophase/kafka: writing a dead letter failed; retrying (the partition waits)');
+            }
+            this.host.failed();
+            const deadline = this.host.stopDeadline();
+            if (deadline !== undefined && Date.now() > deadline) {
+              throw new DeadLetterError(topic, `dead letter of ${worker.topic}[${worker.partition}]@${record.offset} not written before the shutdown deadline`, { cause: error });
+            }
+            throw error;
+          }
+          this.host.written(worker, record, topic, info);
+        },
+        // Every failed write is retried (the partition waits) until revoked or past the stop deadline.
+        { backoff: this.options.deadLetterBackoff, signal: worker.revokedSignal, retryIf: (error) => !final(error) },
+      );
+    } catch (error) {
+      // Otherwise a pause was cut short: the partition was revoked or the source crashed.
+      throw final(error) ? error : revoked();
     }
   }
 }

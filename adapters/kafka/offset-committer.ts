@@ -12,7 +12,7 @@
  * flush asked for during one runs once more after it.
  */
 import type { Logger } from '../../src';
-import { sleep } from '../../src/adapter-kit';
+import { retry } from '../../src/adapter-kit';
 import type { FetchedBatch, TopicPartitionOffset } from './client';
 import type { PartitionWorker } from './partition-worker';
 import { offsetAbove } from './record-queue';
@@ -80,14 +80,17 @@ export class OffsetCommitter {
     return this.flushing;
   }
 
-  /** Flushes until a commit succeeds or `timeoutMs` ms passed, waiting 200 ms × attempt between tries. */
+  /** Flushes until a commit succeeds or `timeoutMs` ms passed, waiting 200 ms × retry between tries. */
   async finalCommit(timeoutMs: number): Promise<void> {
     const until = Date.now() + timeoutMs;
-    for (let attempt = 1; ; attempt++) {
-      const ok = await this.flush();
-      if (ok || Date.now() >= until) return;
-      await sleep(Math.min(200 * attempt, Math.max(0, until - Date.now())));
-    }
+    // The last pause is cut to the deadline, so one flush still runs at it.
+    await retry(() => this.flush(), {
+      backoff: (n) => Math.min(200 * n, Math.max(0, until - Date.now())),
+      deadlineMs: timeoutMs,
+      startedAt: until - timeoutMs,
+      retryIf: () => false,
+      pending: (ok) => !ok,
+    });
   }
 
   private async flushOnce(): Promise<boolean> {

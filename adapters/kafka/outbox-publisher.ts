@@ -10,16 +10,8 @@
  * unaffected: the relay never has two publishes of one key in flight.
  */
 import type { Kafka, Message, Producer } from 'kafkajs';
-import {
-  ConfigurationError,
-  IDEMPOTENCY_KEY_HEADER,
-  type KafkaOutboxDestination,
-  type OutboxPublisher,
-  type OutboxRecord,
-  type PublishFailureClass,
-  TimeoutError,
-} from '../../src';
-import { checkKnownOptions, describeType, withDeadline } from '../../src/adapter-kit';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, type KafkaOutboxDestination, TimeoutError } from '../../src';
+import { checkKnownOptions, describeType, withDeadline, type OutboxPublisher, type OutboxRecord, type PublishFailureClass } from '../../src/adapter-kit';
 
 /** Options of a {@link KafkaOutboxPublisher}. */
 export interface KafkaOutboxPublisherOptions {

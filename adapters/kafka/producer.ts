@@ -3,8 +3,8 @@
  * reads it: the `idempotency-key` record header.
  */
 import type { Kafka, Message, Producer, RecordMetadata } from 'kafkajs';
-import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, validatePublishedKey } from '../../src';
-import { checkKnownOptions, describeType, optionNames } from '../../src/adapter-kit';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER } from '../../src';
+import { checkKnownOptions, describeType, optionNames, validatePublishedKey } from '../../src/adapter-kit';
 import type { KafkaClient, KafkaHeaders, RecordProducer } from './client';
 
 /** A record to produce with its idempotency key. */

@@ -7,8 +7,8 @@
  * (a pipelined commit ends after a later record's), so the committable offset moves only over the
  * contiguous prefix.
  */
-import type { Delivery, SharedTransaction } from '../../src';
-import type { PreparedClaim } from '../../src/adapter-kit';
+import type { Delivery } from '../../src';
+import { type PreparedClaim, type SharedTransaction } from '../../src/adapter-kit';
 import type { KafkaRecord } from './client';
 import type { RecordSettler } from './record-settler';
 

@@ -6,7 +6,8 @@
  * moves the partition's committable offset from that. A repeat settle is ignored (it would write
  * a second dead letter).
  */
-import type { RejectInfo, RequeueCause, RequeueInfo, Settler, SharedTransaction } from '../../src';
+import type { RejectInfo, RequeueCause, RequeueInfo, Settler } from '../../src';
+import { type SharedTransaction } from '../../src/adapter-kit';
 import type { KafkaRecord } from './client';
 import { ChunkRolledBackError } from './errors';
 

@@ -6,7 +6,7 @@
  * for the chunk's COMMIT (RecordSettler.ack) while the worker runs the next member. The worker
  * ends the chunk (PartitionWorker.endChunk) before any record after it runs.
  */
-import type { SharedTransaction } from '../../src';
+import { type SharedTransaction } from '../../src/adapter-kit';
 import type { QueuedRecord } from './record-queue';
 import type { RecordSettler } from './record-settler';
 

@@ -9,18 +9,8 @@
  *
  * For the demo, unit tests and fault-injection runs; never proof of a real store.
  */
-import {
-  type Claimer,
-  type ClaimManyEntry,
-  type ClaimOptions,
-  type ClaimRequest,
-  type ClaimResult,
-  ClaimerUnavailableError,
-  type CommitManyEntry,
-  type CommitRequest,
-  type Receipt,
-} from '../../src';
-import { commitEach } from '../../src/adapter-kit';
+import { type Claimer, type ClaimOptions, type ClaimResult, ClaimerUnavailableError, type Receipt } from '../../src';
+import { commitEach, type ClaimManyEntry, type ClaimRequest, type CommitManyEntry, type CommitRequest } from '../../src/adapter-kit';
 
 export class CrashableClaimer implements Claimer {
   /** Set to make every later call of this worker fail. */

@@ -17,8 +17,8 @@ import {
   type Tracer,
   type TracerProvider,
 } from '@opentelemetry/api';
-import { ConfigurationError, type KafkaOutboxDestination, type OutboxPublishTracer, type OutboxRecord, type RabbitMqOutboxDestination } from '../../src';
-import { checkKnownOptions, errorType, optionNames, truncateErrorMessage } from '../../src/adapter-kit';
+import { ConfigurationError, type KafkaOutboxDestination, type RabbitMqOutboxDestination } from '../../src';
+import { checkKnownOptions, errorType, optionNames, truncateErrorMessage, type OutboxPublishTracer, type OutboxRecord } from '../../src/adapter-kit';
 import { OTHER_ERROR_TYPE, spanName } from './attributes';
 import { extractContext, injectTraceHeaders } from './headers';
 import {

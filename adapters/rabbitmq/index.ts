@@ -17,7 +17,15 @@
 // First: a missing client library is named before any module that needs it loads.
 import './peer';
 export { RabbitMqSource, type RabbitMqSourceState } from './rabbitmq-source';
-export { RabbitMqPublisher, buildPublish, type RabbitMqPublisherOptions, type PublishMessageOptions, type PublishReceipt, type MessageBody } from './publisher';
+export {
+  RabbitMqPublisher,
+  /** @deprecated `buildPublish` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  buildPublish,
+  type RabbitMqPublisherOptions,
+  type PublishMessageOptions,
+  type PublishReceipt,
+  type MessageBody,
+} from './publisher';
 export {
   type RabbitMqSourceOptions,
   type ResolvedSourceOptions,
@@ -29,28 +37,71 @@ export {
   MANAGED_QUEUE_ARGUMENTS,
   resolveSourceOptions,
 } from './options';
-export { type TopologyPlan, type QueuePlan, type DelayQueuePlan, planTopology, delayQueueName, pickDelayTier } from './topology';
+export {
+  type TopologyPlan,
+  type QueuePlan,
+  type DelayQueuePlan,
+  planTopology,
+  delayQueueName,
+  /** @deprecated `pickDelayTier` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  pickDelayTier,
+} from './topology';
 export type { RabbitMqSourceEvent, RabbitMqSourceEvents, RabbitMqSourceEventName, RabbitMqSourceListener, RabbitMqSourceStats } from './events';
 export type { SettleAction } from './settler';
-export { type HandedBack, type PublishedMessage, matchPublished, returnedMessage, deadLetteredMessage } from './publish-match';
-export { assertEncodableHeaders, assertPublishable, defaultMaxMessageBytes, MAX_HEADER_TABLE_BYTES } from './wire-limits';
+export {
+  /** @deprecated `HandedBack` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  type HandedBack,
+  /** @deprecated `PublishedMessage` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  type PublishedMessage,
+  /** @deprecated `matchPublished` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  matchPublished,
+  /** @deprecated `returnedMessage` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  returnedMessage,
+  /** @deprecated `deadLetteredMessage` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  deadLetteredMessage,
+} from './publish-match';
+export {
+  /** @deprecated `assertEncodableHeaders` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  assertEncodableHeaders,
+  /** @deprecated `assertPublishable` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  assertPublishable,
+  /** @deprecated `defaultMaxMessageBytes` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  defaultMaxMessageBytes,
+  /** @deprecated `MAX_HEADER_TABLE_BYTES` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  MAX_HEADER_TABLE_BYTES,
+} from './wire-limits';
 export {
   HEADERS,
   DELIVERY_COUNT_HEADER,
+  /** @deprecated `BROKER_DEATH_HEADERS` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   BROKER_DEATH_HEADERS,
+  /** @deprecated `priorAttempts` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   priorAttempts,
+  /** @deprecated `AttemptContext` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   type AttemptContext,
+  /** @deprecated `cameBackThroughDelayTier` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   cameBackThroughDelayTier,
+  /** @deprecated `DeliveryRoute` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   type DeliveryRoute,
+  /** @deprecated `MAX_RECORDED_ATTEMPTS` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   MAX_RECORDED_ATTEMPTS,
+  /** @deprecated `originalRoute` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   originalRoute,
+  /** @deprecated `recordedRoute` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   recordedRoute,
+  /** @deprecated `RecordedRoute` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   type RecordedRoute,
+  /** @deprecated `replayRoute` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   replayRoute,
+  /** @deprecated `replayProperties` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   replayProperties,
+  /** @deprecated `idempotencyKeyOf` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   idempotencyKeyOf,
+  /** @deprecated `readString` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   readString,
+  /** @deprecated `readCount` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   readCount,
+  /** @deprecated `DeliveredMessage` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
   type DeliveredMessage,
 } from './headers';
 export {
@@ -63,5 +114,16 @@ export {
   StaleDeliveryError,
   ConsumerCancelledError,
 } from './errors';
-export { BrokerConnectionError, type ConnectFailureReason, type AmqpEndpoint, amqpEndpoint, connectFailureReason, isPermanentConnectFailure } from './connection-error';
+export {
+  BrokerConnectionError,
+  type ConnectFailureReason,
+  /** @deprecated `AmqpEndpoint` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  type AmqpEndpoint,
+  /** @deprecated `amqpEndpoint` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  amqpEndpoint,
+  /** @deprecated `connectFailureReason` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  connectFailureReason,
+  /** @deprecated `isPermanentConnectFailure` is internal to twophase; removed from `twophase/rabbitmq` in 0.3.0. */
+  isPermanentConnectFailure,
+} from './connection-error';
 export { RabbitMqOutboxPublisher } from './outbox-publisher';

@@ -3,14 +3,8 @@
  * (a returned, unroutable message is a failure, never a success), the outbox id as the AMQP
  * `message-id` and the `idempotency-key` header, and the body and headers as staged.
  */
-import {
-  ConfigurationError,
-  type OutboxPublisher,
-  type OutboxRecord,
-  type PublishFailureClass,
-  type RabbitMqOutboxDestination,
-  TwophaseError,
-} from '../../src';
+import { ConfigurationError, type RabbitMqOutboxDestination, TwophaseError } from '../../src';
+import { type OutboxPublisher, type OutboxRecord, type PublishFailureClass } from '../../src/adapter-kit';
 import { BrokerUnavailableError, MessageTooLargeError, PublishError, UnroutableError } from './errors';
 import { type PublishMessageOptions, RabbitMqPublisher, type RabbitMqPublisherOptions } from './publisher';
 

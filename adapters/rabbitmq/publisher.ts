@@ -5,12 +5,12 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
-import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger, validatePublishedKey } from '../../src';
+import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
 import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
 import { BrokerUnavailableError, MessageTooLargeError } from './errors';
 import { defaultMaxMessageBytes } from './wire-limits';
-import { checkPeerVersion } from '../../src/adapter-kit';
+import { checkPeerVersion, validatePublishedKey } from '../../src/adapter-kit';
 import { SUPPORTED_RANGE } from './peer';
 
 /** Options of a {@link RabbitMqPublisher}. */

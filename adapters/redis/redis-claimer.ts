@@ -3,21 +3,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import {
-  type Claimer,
-  type ClaimManyEntry,
-  type ClaimOptions,
-  type ClaimRequest,
-  type ClaimResult,
-  type CommitManyEntry,
-  type CommitRequest,
-  type Clock,
-  type KeyPeek,
-  ClaimerUnavailableError,
-  ConfigurationError,
-  monotonicClock,
-  validateKey,
-} from '../../src';
+import { type Claimer, type ClaimOptions, type ClaimResult, type Clock, ClaimerUnavailableError, ConfigurationError } from '../../src';
 import {
   commitEach,
   decodeResult,
@@ -42,7 +28,7 @@ import { toClaimerError } from './redis-errors';
 import { type LoadedScript, preloadScripts, runScript, SCRIPTS, type ScriptName } from './script-loader';
 import { ServerClock } from './server-clock';
 import { checkClientOptions, checkClusterMode, checkEvictionPolicy, describeRedisError, redisEndpoint, waitForReady } from './startup-checks';
-import { checkPeerVersion } from '../../src/adapter-kit';
+import { checkPeerVersion, type ClaimManyEntry, type ClaimRequest, type CommitManyEntry, type CommitRequest, type KeyPeek, monotonicClock, validateKey } from '../../src/adapter-kit';
 import { SUPPORTED_RANGE } from './peer';
 
 /** Counters of one RedisClaimer since construction. Read them through {@link RedisClaimer.stats}. */

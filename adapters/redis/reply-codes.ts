@@ -2,8 +2,8 @@
  * The integer return codes of the Lua scripts (documented in each `lua/*.lua` header) and their
  * meaning on the TypeScript side, in one place. Nothing else in the adapter reads a raw code.
  */
-import { ClaimerUnavailableError, ConfigurationError, KeyConflictError, type KeyPeek } from '../../src';
-import { type LeaseOutcome } from '../../src/adapter-kit';
+import { ClaimerUnavailableError, ConfigurationError, KeyConflictError } from '../../src';
+import { type LeaseOutcome, type KeyPeek } from '../../src/adapter-kit';
 
 /** First element of every script reply. */
 export const CALL_STATUS = {

@@ -17,18 +17,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Pool } from 'pg';
-import {
-  ack,
-  ConsumerBase,
-  type Disposition,
-  type HandlerContext,
-  type Message,
-  OutboxRelay,
-  type OutboxPublisher,
-  type OutboxStore,
-  silentLogger,
-} from '../../src';
-import { sleep } from '../../src/adapter-kit';
+import { ack, ConsumerBase, type Disposition, type HandlerContext, type Message, OutboxRelay, silentLogger } from '../../src';
+import { sleep, type OutboxPublisher, type OutboxStore } from '../../src/adapter-kit';
 import { migrate, PostgresClaimer, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox } from '../../adapters/postgres';
 import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
 import { serviceSettings } from '../shared/env';

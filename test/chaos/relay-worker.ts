@@ -15,7 +15,8 @@
  */
 import { appendFileSync } from 'node:fs';
 import { Pool } from 'pg';
-import { type Logger, OutboxRelay, type OutboxPublisher, type OutboxRelayEvent } from '../../src';
+import { type Logger, OutboxRelay, type OutboxRelayEvent } from '../../src';
+import { type OutboxPublisher } from '../../src/adapter-kit';
 import { pgConfig } from './ledger';
 import type { FromWorker, RelayFault, RelayWorkerConfig, ToWorker } from './protocol';
 

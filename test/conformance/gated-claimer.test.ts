@@ -19,7 +19,8 @@ import {
 } from '../../src';
 import { type LeaseIdentity, type LeaseOutcome } from '../../src/adapter-kit';
 import { GatedClaimer } from '../../adapters/gated';
-import { describeClaimerConformance } from './claimer-conformance';
+import { type ClaimerFactory, describeClaimerConformance } from './claimer-conformance';
+import { describeRunOnceConformance } from './run-once-conformance';
 import { ReplyFaults } from './reply-faults';
 
 /** The in-memory claimer whose store primitives act, then may lose their reply. */
@@ -80,7 +81,7 @@ function acquired(result: ClaimResult) {
 }
 
 describe('GatedClaimer on in-memory claimers', () => {
-  describeClaimerConformance('GatedClaimer (in-memory gate and truth, fake clock)', async () => {
+  const gatedFactory: ClaimerFactory = async () => {
     let t = 1_000;
     const clock = { now: () => t };
     const truth = new ReplyDroppingClaimer({ clock });
@@ -94,7 +95,9 @@ describe('GatedClaimer on in-memory claimers', () => {
       dropNextReply: (operation) => truth.faults.dropNext(operation),
       cleanup: async () => undefined,
     };
-  });
+  };
+  describeClaimerConformance('GatedClaimer (in-memory gate and truth, fake clock)', gatedFactory, { claimMany: false, commitMany: false, transactional: false });
+  describeRunOnceConformance('GatedClaimer (in-memory gate and truth, fake clock)', gatedFactory);
 
   describeClaimerConformance('GatedClaimer with its gate down throughout (the truth decides alone)', async () => {
     let t = 1_000;
@@ -112,7 +115,7 @@ describe('GatedClaimer on in-memory claimers', () => {
       dropNextReply: (operation) => truth.faults.dropNext(operation),
       cleanup: async () => undefined,
     };
-  });
+  }, { claimMany: false, commitMany: false, transactional: false });
 
   describe('the gate', () => {
     let t: number;

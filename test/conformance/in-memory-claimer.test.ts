@@ -1,6 +1,6 @@
 import { InMemoryClaimer, type InMemoryClaimerOptions } from '../../src';
 import { type LeaseIdentity, type LeaseOutcome } from '../../src/adapter-kit';
-import { type ClaimerFactory, describeClaimerConformance } from './claimer-conformance';
+import { type ClaimerCapabilities, type ClaimerFactory, describeClaimerConformance } from './claimer-conformance';
 import { describeRunOnceConformance } from './run-once-conformance';
 import { ReplyFaults } from './reply-faults';
 
@@ -22,6 +22,8 @@ class ReplyDroppingClaimer extends InMemoryClaimer {
   }
 }
 
+const capabilities: ClaimerCapabilities = { claimMany: true, commitMany: true, transactional: false };
+
 const fakeClock: ClaimerFactory = async () => {
   let t = 1_000;
   const claimer = new ReplyDroppingClaimer({ clock: { now: () => t } });
@@ -36,7 +38,7 @@ const fakeClock: ClaimerFactory = async () => {
   };
 };
 
-describeClaimerConformance('InMemoryClaimer (fake clock)', fakeClock);
+describeClaimerConformance('InMemoryClaimer (fake clock)', fakeClock, capabilities);
 describeRunOnceConformance('InMemoryClaimer (fake clock)', fakeClock);
 
 describeClaimerConformance('InMemoryClaimer (real monotonic clock)', async () => {
@@ -48,7 +50,7 @@ describeClaimerConformance('InMemoryClaimer (real monotonic clock)', async () =>
     dropNextReply: (operation) => claimer.faults.dropNext(operation),
     cleanup: async () => undefined,
   };
-});
+}, capabilities);
 
 test('InMemoryClaimer reports its own kind: in_memory', () => {
   expect(new InMemoryClaimer().kind).toBe('in_memory');

@@ -3,18 +3,8 @@
  * turn travel as one `claimer.commitMany` call, while each delivery keeps its own outcome,
  * retries and deadline, and transactional receipts commit alone.
  */
-import {
-  ack,
-  type Claimer,
-  ClaimerUnavailableError,
-  type CommitManyEntry,
-  type CommitRequest,
-  ConfigurationError,
-  InMemoryClaimer,
-  LeaseLostError,
-  type Receipt,
-} from '../../src';
-import { commitEach } from '../../src/adapter-kit';
+import { ack, type Claimer, ClaimerUnavailableError, ConfigurationError, InMemoryClaimer, LeaseLostError, type Receipt } from '../../src';
+import { commitEach, type CommitManyEntry, type CommitRequest } from '../../src/adapter-kit';
 import { CommitBatcher, MAX_BATCHED_COMMITS } from '../../src/commit-batcher';
 import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 

@@ -2,7 +2,8 @@
  * CrashableClaimer forwards everything of the claimer it wraps (batch commits, readiness, the
  * transaction flags and a receipt's transaction), and fails every store call once crashed.
  */
-import { type Claimer, ClaimerUnavailableError, type CommitRequest, InMemoryClaimer, type Receipt } from '../../src';
+import { type Claimer, ClaimerUnavailableError, InMemoryClaimer, type Receipt } from '../../src';
+import { type CommitRequest } from '../../src/adapter-kit';
 import { CrashableClaimer } from '../../adapters/memory';
 
 const TTLS = { leaseTtlMs: 5000, doneTtlMs: 60_000 };

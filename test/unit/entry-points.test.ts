@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import ts from 'typescript';
 import * as app from '../../src';
 import * as kit from '../../src/adapter-kit';
 
@@ -26,6 +27,8 @@ const KIT_VALUES = [
   'sleep',
   'withDeadline',
   'retryWithin',
+  'retry',
+  'retryAfter',
   'LeaseKeeper',
   'resolveConsumerOptions',
   'truncateErrorMessage',
@@ -46,18 +49,50 @@ const KIT_VALUES = [
   'LOG_BURST',
   'LOG_WINDOW_MS',
   'AdapterEvents',
+  'validateKey',
+  'monotonicClock',
+  'keyFromHeaderValue',
+  'validatePublishedKey',
+  'toOutboxEnvelope',
 ];
+
+/** Kit values still re-exported by `twophase`, deprecated, until 0.3.0. */
+const DEPRECATED_IN_APP = ['validateKey', 'monotonicClock', 'keyFromHeaderValue', 'validatePublishedKey', 'toOutboxEnvelope'];
 
 test('the adapter kit exports the helpers for claimers and sources, and nothing else at runtime', () => {
   expect(Object.keys(kit).sort()).toEqual([...KIT_VALUES].sort());
 });
 
-test('the application entry point no longer exports any helper of the kit', () => {
-  expect(KIT_VALUES.filter((name) => name in app)).toEqual([]);
+test('the application entry point exports no helper of the kit, but the deprecated re-exports (the same values)', () => {
+  expect(KIT_VALUES.filter((name) => name in app && !DEPRECATED_IN_APP.includes(name))).toEqual([]);
+  for (const name of DEPRECATED_IN_APP) expect((app as Record<string, unknown>)[name]).toBe((kit as Record<string, unknown>)[name]);
 });
 
+test('every name twophase shares with the kit is a re-export marked @deprecated with its new path (types too)', () => {
+  const source = ts.createSourceFile('index.ts', readFileSync(join(__dirname, '..', '..', 'src', 'index.ts'), 'utf8'), ts.ScriptTarget.Latest, true);
+  const kitSource = ts.createSourceFile('adapter-kit.ts', readFileSync(join(__dirname, '..', '..', 'src', 'adapter-kit.ts'), 'utf8'), ts.ScriptTarget.Latest, true);
+  const kitNames = new Set(exportedNames(kitSource).map((e) => e.name));
+  const shared = exportedNames(source).filter((e) => kitNames.has(e.name));
+  expect(shared.length).toBeGreaterThanOrEqual(24);
+  const undeprecated = shared.filter((e) => !/@deprecated Import `\w+` from `twophase\/adapter-kit`/.test(e.doc)).map((e) => e.name);
+  expect(undeprecated).toEqual([]);
+});
+
+/** The names a file re-exports by name, each with the JSDoc written on its specifier. */
+function exportedNames(file: ts.SourceFile): { name: string; doc: string }[] {
+  const out: { name: string; doc: string }[] = [];
+  for (const statement of file.statements) {
+    if (!ts.isExportDeclaration(statement) || !statement.exportClause || !ts.isNamedExports(statement.exportClause)) continue;
+    for (const element of statement.exportClause.elements) {
+      const doc = ts.getJSDocTags(element).map((tag) => `@${tag.tagName.text} ${ts.getTextOfJSDocComment(tag.comment) ?? ''}`).join(' ');
+      out.push({ name: element.name.text, doc });
+    }
+  }
+  return out;
+}
+
 test('the application entry point keeps the consumer author API', () => {
-  for (const name of ['ConsumerBase', 'InMemoryClaimer', 'runConsumers', 'ack', 'requeue', 'reject', 'ConfigurationError', 'validateKey', 'monotonicClock', 'CONSUMER_DEFAULTS']) {
+  for (const name of ['ConsumerBase', 'InMemoryClaimer', 'runConsumers', 'ack', 'requeue', 'reject', 'ConfigurationError', 'CONSUMER_DEFAULTS']) {
     expect(app).toHaveProperty(name);
   }
 });

@@ -1,5 +1,6 @@
 import type { Producer } from 'kafkajs';
-import { InvalidKeyError, defaultMessageKey, validateKey } from '../../src';
+import { InvalidKeyError, defaultMessageKey } from '../../src';
+import { validateKey } from '../../src/adapter-kit';
 import { KeyedProducer } from '../../adapters/kafka';
 
 describe('KeyedProducer', () => {

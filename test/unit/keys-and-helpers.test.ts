@@ -1,18 +1,5 @@
-import {
-  digestKey,
-  InvalidKeyError,
-  isDisposition,
-  isRetriable,
-  ack,
-  reject,
-  requeue,
-  ClaimerUnavailableError,
-  ConfigurationError,
-  LeaseLostError,
-  namespaceKey,
-  validateKey,
-} from '../../src';
-import { backoffDelay } from '../../src/adapter-kit';
+import { digestKey, InvalidKeyError, isDisposition, isRetriable, ack, reject, requeue, ClaimerUnavailableError, ConfigurationError, LeaseLostError, namespaceKey } from '../../src';
+import { backoffDelay, validateKey } from '../../src/adapter-kit';
 
 describe('keys', () => {
   test('namespaceKey joins namespace and key, escaping ":" so namespaces cannot collide', () => {

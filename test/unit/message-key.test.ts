@@ -4,17 +4,8 @@
  * repeated headers with differing values are `invalid_key`.
  */
 import fc from 'fast-check';
-import {
-  BINARY_KEY_PREFIX,
-  defaultMessageKey,
-  type Delivery,
-  IDEMPOTENCY_KEY_HEADER,
-  InvalidKeyError,
-  InvalidMessageError,
-  keyFromHeaderValue,
-  messageKeyOf,
-  validateKey,
-} from '../../src';
+import { BINARY_KEY_PREFIX, defaultMessageKey, type Delivery, IDEMPOTENCY_KEY_HEADER, InvalidKeyError, InvalidMessageError, messageKeyOf } from '../../src';
+import { keyFromHeaderValue, validateKey } from '../../src/adapter-kit';
 
 function deliveryWith(headers: Record<string, unknown>, messageId?: string): Delivery {
   return {

@@ -15,20 +15,12 @@
  */
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
 import { checkKnownOptions, optionNames } from '../../../src/adapter-kit';
-import {
-  assertPublishable,
-  BrokerConnectionError,
-  deadLetteredMessage,
-  HEADERS,
-  matchPublished,
-  type PublishedMessage,
-  readCount,
-  readString,
-  recordedRoute,
-  type RecordedRoute,
-  replayProperties,
-  returnedMessage,
-} from '../../rabbitmq';
+// The adapter's own modules, not its public entry point: the wire helpers the replay shares with
+// the source are internal to twophase.
+import { BrokerConnectionError } from '../../rabbitmq/connection-error';
+import { HEADERS, readCount, readString, recordedRoute, type RecordedRoute, replayProperties } from '../../rabbitmq/headers';
+import { deadLetteredMessage, matchPublished, type PublishedMessage, returnedMessage } from '../../rabbitmq/publish-match';
+import { assertPublishable } from '../../rabbitmq/wire-limits';
 import { type ReplayBackend, type ReplayDestination, type ReplayItem, ReplayItemError, type ReplayOpenContext } from '../replay-backend';
 import { replayKeyOf } from '../replay-key';
 

@@ -55,7 +55,7 @@ describeWithServices(['redis', 'postgres'], 'GatedClaimer: Redis gate, PostgreSQ
       },
     };
   };
-  describeClaimerConformance('GatedClaimer (RedisClaimer gate, standalone PostgresClaimer truth)', gatedFactory);
+  describeClaimerConformance('GatedClaimer (RedisClaimer gate, standalone PostgresClaimer truth)', gatedFactory, { claimMany: false, commitMany: false, transactional: false });
   describeRunOnceConformance('GatedClaimer (RedisClaimer gate, standalone PostgresClaimer truth)', gatedFactory);
 
   describe('with a transactional truth', () => {

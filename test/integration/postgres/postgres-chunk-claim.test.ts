@@ -5,7 +5,8 @@
  * attempt counts survive the rollback.
  */
 import type { PoolClient } from 'pg';
-import type { ClaimManyEntry, ClaimResult, Receipt } from '../../../src';
+import type { ClaimResult, Receipt } from '../../../src';
+import { type ClaimManyEntry } from '../../../src/adapter-kit';
 import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { type InboxFixture, inboxFixture, writeLedger } from './support/inbox-fixture';

@@ -1,10 +1,10 @@
 /**
- * The claimer conformance suite, unchanged, against PostgresClaimer in standalone mode on the
- * real PostgreSQL (platform inbox and tenant inbox), plus its own rules: claimMany is one round
+ * The claimer and runOnce conformance suites against PostgresClaimer on the real PostgreSQL, in
+ * standalone and transactional mode (platform inbox and tenant inbox each), plus its own rules: claimMany is one round
  * trip, tenants never deduplicate each other, an unknown tenant is refused.
  */
 import { InvalidKeyError } from '../../../src';
-import { PostgresClaimer } from '../../../adapters/postgres';
+import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/postgres';
 import { type ClaimerFactory, describeClaimerConformance } from '../../conformance/claimer-conformance';
 import { describeRunOnceConformance } from '../../conformance/run-once-conformance';
 import { describeWithServices } from '../../support/services';
@@ -14,7 +14,7 @@ import { replyDroppingPool } from './support/reply-dropping-pool';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
+describeWithServices(['postgres'], 'PostgresClaimer conformance', () => {
   const platform: ClaimerFactory = async () => {
     const f = await freshSchema('conf');
     const faults = new ReplyFaults();
@@ -22,7 +22,8 @@ describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
     await claimer.ready();
     return { claimer, leaseTtlMs: 1000, advance: sleep, dropNextReply: (operation) => faults.dropNext(operation), cleanup: () => f.cleanup() };
   };
-  describeClaimerConformance('PostgresClaimer, platform inbox', platform);
+  const standalone = { claimMany: true, commitMany: false, transactional: false } as const;
+  describeClaimerConformance('PostgresClaimer, platform inbox', platform, standalone);
   describeRunOnceConformance('PostgresClaimer, platform inbox', platform);
 
   const tenant: ClaimerFactory = async () => {
@@ -32,24 +33,22 @@ describeWithServices(['postgres'], 'PostgresClaimer (standalone)', () => {
     await claimer.ready();
     return { claimer, leaseTtlMs: 1000, advance: sleep, dropNextReply: (operation) => faults.dropNext(operation), cleanup: () => f.cleanup() };
   };
-  describeClaimerConformance('PostgresClaimer, tenant inbox', tenant);
+  describeClaimerConformance('PostgresClaimer, tenant inbox', tenant, standalone);
   describeRunOnceConformance('PostgresClaimer, tenant inbox', tenant);
 
-  // In transactional mode the lease is the claim's open transaction; runOnce always ends it.
-  describeRunOnceConformance('PostgresClaimer, transactional inbox', async () => {
-    const f = await freshSchema('conftx');
-    const claimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' });
+  // In transactional mode the lease is the claim's open transaction (see the suite's `transactional` capability).
+  const transactional = (label: string, tenantOf?: (key: string) => string): ClaimerFactory => async () => {
+    const f = await freshSchema(label);
+    const faults = new ReplyFaults();
+    const claimer = new PostgresClaimer({ pool: replyDroppingPool(f.pool, faults) }, { schema: f.schema, mode: 'transactional', ...(tenantOf ? { tenantOf } : {}) });
     await claimer.ready();
-    return {
-      claimer,
-      leaseTtlMs: 1000,
-      advance: sleep,
-      dropNextReply: () => {
-        throw new Error('not used by the runOnce suite');
-      },
-      cleanup: () => f.cleanup(),
-    };
-  }, { abandonedRun: false });
+    return { claimer, leaseTtlMs: 1000, advance: sleep, dropNextReply: (operation) => faults.dropNext(operation), cleanup: () => f.cleanup() };
+  };
+  const inTransaction = { claimMany: false, commitMany: false, transactional: { abortError: TransactionAbortedError } } as const;
+  describeClaimerConformance('PostgresClaimer, transactional platform inbox', transactional('conftx'), inTransaction);
+  describeRunOnceConformance('PostgresClaimer, transactional platform inbox', transactional('conftx'));
+  describeClaimerConformance('PostgresClaimer, transactional tenant inbox', transactional('conftxt', () => 't1'), inTransaction);
+  describeRunOnceConformance('PostgresClaimer, transactional tenant inbox', transactional('conftxt', () => 't1'));
 
   describe('tenants and batches', () => {
     let f: SchemaFixture;

@@ -3,7 +3,8 @@
  * one `claimMany` round trip for the deliveries of a window, and nothing held past a stop or a
  * channel close (nothing lost, nothing handled twice, acks only on the channel that delivered).
  */
-import { ack, type Claimer, type ClaimManyEntry, type ClaimRequest } from '../../../src';
+import { ack, type Claimer } from '../../../src';
+import { type ClaimManyEntry, type ClaimRequest } from '../../../src/adapter-kit';
 import { AMQP_URL } from './support/amqp';
 import { describeWithServices } from '../../support/services';
 import { LoopbackProxy, type ProxiedPair } from '../../support/loopback-proxy';

@@ -7,7 +7,8 @@ import Redis, { type Cluster } from 'ioredis';
 import { ConfigurationError, namespaceKey } from '../../../src';
 import { hashSlot, RedisClaimer, recordKey, recordSlot } from '../../../adapters/redis';
 import { describeWithServices } from '../../support/services';
-import { describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { type ClaimerFactory, describeClaimerConformance } from '../../conformance/claimer-conformance';
+import { describeRunOnceConformance } from '../../conformance/run-once-conformance';
 import { ReplyFaults } from '../../conformance/reply-faults';
 import { replyDroppingClient } from './support/reply-dropping-client';
 import { connectCluster, deleteMatching, REDIS_PROTOCOLS, type RespVersion, silentLogger, sleep, uniquePrefix } from './support/redis-helpers';
@@ -48,7 +49,8 @@ describeWithServices(['redis'], 'RedisClaimer on a 3-master Redis Cluster', () =
   for (const protocol of REDIS_PROTOCOLS) {
     for (const coalesce of [true, false]) {
       describe(`RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'}`, () => {
-        describeClaimerConformance(`RedisClaimer on Cluster (RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'})`, async () => {
+        const name = `RedisClaimer on Cluster (RESP${protocol}, ${coalesce ? 'coalescing' : 'no coalescing'})`;
+        const factory: ClaimerFactory = async () => {
           const c = await clientFor(protocol);
           const prefix = uniquePrefix('cluster');
           const faults = new ReplyFaults();
@@ -64,7 +66,9 @@ describeWithServices(['redis'], 'RedisClaimer on a 3-master Redis Cluster', () =
               await deleteMatching(c, `${prefix}:*`);
             },
           };
-        });
+        };
+        describeClaimerConformance(name, factory, { claimMany: true, commitMany: true, transactional: false });
+        describeRunOnceConformance(name, factory);
       });
     }
   }

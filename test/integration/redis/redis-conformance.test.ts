@@ -63,7 +63,7 @@ describeWithServices(['redis'], 'RedisClaimer conformance on 127.0.0.1:6379', ()
             },
           };
         };
-        describeClaimerConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, factory);
+        describeClaimerConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, factory, { claimMany: true, commitMany: true, transactional: false });
         describeRunOnceConformance(`RedisClaimer (${variant.name}, RESP${protocol})`, factory);
       });
     }

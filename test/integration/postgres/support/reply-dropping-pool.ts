@@ -1,7 +1,8 @@
 /**
  * Lost replies at the PostgreSQL client boundary for the claimer conformance suite: a view of a
  * `pg` Pool whose clients run the commit and release statements (recognised by their
- * `/* twophase:<operation> *\/` comment) on the server as usual, then reject as pg does when the
+ * `/* twophase:<operation> *\/` comment; in transactional mode, the text that ends in COMMIT and
+ * the unlock, and ROLLBACK) on the server as usual, then reject as pg does when the
  * connection ends with a reply outstanding, when a drop is armed.
  */
 import type { Pool, PoolClient } from 'pg';
@@ -12,6 +13,9 @@ function operationOf(query: unknown): ReplyOperation | undefined {
   if (typeof text !== 'string') return undefined;
   if (text.startsWith('/* twophase:commit */')) return 'commit';
   if (text.startsWith('/* twophase:release */')) return 'release';
+  // Transactional mode: the completion, COMMIT and unlock in one text; a release is ROLLBACK.
+  if (/; COMMIT; SELECT pg_advisory_unlock\(/.test(text)) return 'commit';
+  if (text === 'ROLLBACK') return 'release';
   return undefined;
 }
 
