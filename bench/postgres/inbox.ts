@@ -38,7 +38,7 @@ import { Pool, type PoolClient } from 'pg';
 import { ack, type Claimer, ConsumerBase, type Disposition, type HandlerContext, type Message, silentLogger } from '../../src';
 import { migrate, PostgresClaimer } from '../../adapters/postgres';
 import { drizzleTransactions, type DrizzleTransaction } from '../../adapters/postgres/orm/drizzle';
-import { drizzle } from 'drizzle-orm/node-postgres';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
 import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
@@ -246,7 +246,7 @@ async function main(): Promise<void> {
     const ownInsert = (key: string) => pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key]);
     const ledgerTable = pgSchema(schema).table('ledger', { id: bigserial('id', { mode: 'number' }).primaryKey(), key: text('key').notNull() });
     const drizzleClaimer = new PostgresClaimer({ pool, transactions: drizzleTransactions(drizzle(pool)) }, { schema, mode: 'transactional' });
-    const drizzleInsert = (key: string, tx: unknown) => (tx as DrizzleTransaction).insert(ledgerTable).values({ key });
+    const drizzleInsert = (key: string, tx: unknown) => (tx as DrizzleTransaction<NodePgDatabase>).insert(ledgerTable).values({ key });
     const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction)', (queue) => runFloor(queue, pool, ledger)],
       ['rabbitmq', 'twophase transactional (PostgresClaimer inbox)', (queue) => runTwophase(queue, transactional('per-record'), txInsert)],

@@ -20,10 +20,22 @@ import { checkPeerVersion } from '../../../src/adapter-kit';
 import type { SqlRow, TransactionPort } from '../transaction-port';
 
 /**
- * Drizzle's transaction object (`tx`) of a node-postgres database with schema `TSchema`:
- * `ctx.transaction` with this port (`ConsumerBase<Body, DrizzleTransaction<typeof schema>>`).
+ * What `drizzleTransactions` needs of a Drizzle database: its `transaction` method. Structural, so
+ * the database type is the application's own (whichever of Drizzle's CommonJS or ESM declarations
+ * its project resolves).
  */
-export type DrizzleTransaction<TSchema extends Record<string, unknown> = Record<string, never>> = Parameters<Parameters<NodePgDatabase<TSchema>['transaction']>[0]>[0];
+export interface DrizzleDatabase {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the transaction object's type is read from the application's database type
+  transaction(work: (tx: any) => Promise<any>, config?: any): Promise<any>;
+}
+
+/**
+ * Drizzle's transaction object (`tx`) of a database type `DB`: `ctx.transaction` with this port.
+ * ```ts
+ * type Tx = DrizzleTransaction<NodePgDatabase<typeof schema>>; // ConsumerBase<Body, Tx>
+ * ```
+ */
+export type DrizzleTransaction<DB extends DrizzleDatabase> = Parameters<Parameters<DB['transaction']>[0]>[0];
 
 /** Options of {@link drizzleTransactions}. */
 export interface DrizzleTransactionsOptions {
@@ -48,25 +60,22 @@ const ignore = (): void => undefined;
  *   port attaches a listener that ignores the event to each client the pool hands out (its
  *   `acquire` event); the failure still reaches the transaction, whose next statement or COMMIT
  *   rejects.
- * @typeParam TSchema - the schema given to `drizzle(…)`
+ * @typeParam DB - the database type (`NodePgDatabase<typeof schema>`), from which `ctx.transaction`'s type is read
  * @throws ConfigurationError when `db` is not a Drizzle database (no `transaction` / `execute`)
  */
-export function drizzleTransactions<TSchema extends Record<string, unknown>>(
-  db: NodePgDatabase<TSchema>,
-  options: DrizzleTransactionsOptions = {},
-): TransactionPort<DrizzleTransaction<TSchema>> {
-  if (!db || typeof db.transaction !== 'function' || typeof db.execute !== 'function') {
+export function drizzleTransactions<DB extends DrizzleDatabase>(db: DB, options: DrizzleTransactionsOptions = {}): TransactionPort<DrizzleTransaction<DB>> {
+  if (!db || typeof db.transaction !== 'function' || typeof (db as { execute?: unknown }).execute !== 'function') {
     throw new ConfigurationError('drizzleTransactions needs a Drizzle database from drizzle-orm/node-postgres (drizzle(pool))');
   }
   for (const name of Object.keys(options)) if (name !== 'logger') throw new ConfigurationError(`unknown drizzleTransactions option "${name}" (known: logger)`);
   checkPeerVersion('drizzle-orm', SUPPORTED_RANGE, options.logger ?? consoleWarnLogger);
   listenForErrors((db as { $client?: unknown }).$client);
-  type Tx = DrizzleTransaction<TSchema>;
+  type Tx = DrizzleTransaction<DB>;
   return {
     name: 'drizzle',
-    transaction: <T>(work: (tx: Tx) => Promise<T>) => db.transaction((tx) => work(tx)),
+    transaction: <T>(work: (tx: Tx) => Promise<T>) => db.transaction((tx: Tx) => work(tx)) as Promise<T>,
     async query(tx: Tx, text: string, values: readonly unknown[]): Promise<readonly SqlRow[]> {
-      const result = await tx.execute(boundSql(text, values));
+      const result = await (tx as unknown as NodePgDatabase).execute(boundSql(text, values));
       return result.rows as SqlRow[];
     },
   };

@@ -4,7 +4,7 @@
  * the library's transaction object as an application would.
  */
 import type { Pool } from 'pg';
-import { drizzle } from 'drizzle-orm/node-postgres';
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { sql } from 'drizzle-orm';
 import { pgTransactions, type TransactionPort } from '../../../../adapters/postgres';
 import { drizzleTransactions, type DrizzleTransaction } from '../../../../adapters/postgres/orm/drizzle';
@@ -33,7 +33,7 @@ export function portUnderTest(name: PortName, pool: Pool): PortUnderTest {
     name,
     port: drizzleTransactions(db) as TransactionPort<unknown>,
     write: async (tx, table, key, fence) => {
-      await (tx as DrizzleTransaction).execute(sql`INSERT INTO ${sql.raw(table)} (key, fence) VALUES (${key}, ${fence})`);
+      await (tx as DrizzleTransaction<NodePgDatabase>).execute(sql`INSERT INTO ${sql.raw(table)} (key, fence) VALUES (${key}, ${fence})`);
     },
   };
 }
