@@ -1,0 +1,63 @@
+/**
+ * `twophase/kysely`: the transaction port on Kysely 0.29 (its `PostgresDialect` on a `pg` Pool).
+ * The claimer's transactional mode then runs each delivery in one `db.transaction()` of the
+ * application's own `Kysely` instance, and the handler writes its effect with Kysely's query
+ * builder on `ctx.transaction` (a `Transaction<DB>`):
+ *
+ * ```ts
+ * import { Kysely, PostgresDialect } from 'kysely';
+ * import { Pool } from 'pg';
+ * import { kyselyTransactions } from 'twophase/kysely';
+ * const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new Pool({ connectionString: process.env.DATABASE_URL }) }) });
+ * const transactions = kyselyTransactions(db);
+ * ```
+ *
+ * Kysely has no transaction timer of its own: the port ignores `limits`, and the server's
+ * `idle_in_transaction_session_timeout`, which twophase sets per transaction, ends a transaction
+ * whose owner stopped.
+ */
+import { requirePeer } from '../../../src/adapter-kit';
+import { ConfigurationError } from '../../../src';
+import type { Kysely, Transaction } from 'kysely';
+import type { SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
+
+// First: a missing client library is named before the module that needs it loads.
+requirePeer('kysely', 'twophase/kysely');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { CompiledQuery } = require('kysely') as typeof import('kysely');
+
+/** The versions of `kysely` twophase supports: its `peerDependencies` range in package.json. */
+export const SUPPORTED_RANGE = '^0.29.9';
+
+/**
+ * The transaction port on a `Kysely<DB>` instance.
+ * - `transaction(work)` is `db.transaction().execute((trx) => work(trx))`: Kysely commits when
+ *   `work` resolves and rolls back when it rejects; a failed COMMIT rejects with the driver's
+ *   error (`pg`'s `DatabaseError`).
+ * - `query(trx, text, values)` is `trx.executeQuery(CompiledQuery.raw(text, values))`: `$1`…
+ *   placeholders bound by `pg`; the rows as `pg` decodes them.
+ * @param db the application's Kysely instance on PostgreSQL
+ * @throws ConfigurationError when `db` is not a Kysely instance (no `transaction` / `executeQuery`)
+ */
+export function kyselyTransactions<DB>(db: Kysely<DB>): TransactionPort<Transaction<DB>> {
+  const host = db as unknown as { transaction?: unknown; executeQuery?: unknown } | null;
+  if (typeof host?.transaction !== 'function' || typeof host.executeQuery !== 'function') {
+    throw new ConfigurationError('kyselyTransactions(db): db must be a Kysely instance (it has no transaction / executeQuery)');
+  }
+  return new KyselyTransactionPort(db);
+}
+
+class KyselyTransactionPort<DB> implements TransactionPort<Transaction<DB>> {
+  readonly name = 'kysely';
+
+  constructor(private readonly db: Kysely<DB>) {}
+
+  transaction<T>(work: (tx: Transaction<DB>) => Promise<T>, _limits: TransactionLimits): Promise<T> {
+    return this.db.transaction().execute((trx) => work(trx));
+  }
+
+  async query(tx: Transaction<DB>, text: string, values: readonly unknown[]): Promise<readonly SqlRow[]> {
+    const result = await tx.executeQuery<SqlRow>(CompiledQuery.raw(text, [...values]));
+    return result.rows;
+  }
+}
