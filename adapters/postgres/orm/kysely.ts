@@ -16,18 +16,20 @@
  * `idle_in_transaction_session_timeout`, which twophase sets per transaction, ends a transaction
  * whose owner stopped.
  */
-import { requirePeer } from '../../../src/adapter-kit';
-import { ConfigurationError } from '../../../src';
-import type { Kysely, Transaction } from 'kysely';
+// First: a missing client library is named before any module that needs it loads.
+import { SUPPORTED_RANGE } from './kysely-peer';
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
+import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
 import type { SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
 
-// First: a missing client library is named before the module that needs it loads.
-requirePeer('kysely', 'twophase/kysely');
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { CompiledQuery } = require('kysely') as typeof import('kysely');
+export { SUPPORTED_RANGE };
 
-/** The versions of `kysely` twophase supports: its `peerDependencies` range in package.json. */
-export const SUPPORTED_RANGE = '^0.29.9';
+/** Options of {@link kyselyTransactions}. */
+export interface KyselyTransactionsOptions {
+  /** Where a version warning goes (`kysely` outside ^0.29). Default: the core's `consoleWarnLogger`. */
+  readonly logger?: Pick<Logger, 'warn'>;
+}
 
 /**
  * The transaction port on a `Kysely<DB>` instance.
@@ -37,13 +39,16 @@ export const SUPPORTED_RANGE = '^0.29.9';
  * - `query(trx, text, values)` is `trx.executeQuery(CompiledQuery.raw(text, values))`: `$1`…
  *   placeholders bound by `pg`; the rows as `pg` decodes them.
  * @param db the application's Kysely instance on PostgreSQL
- * @throws ConfigurationError when `db` is not a Kysely instance (no `transaction` / `executeQuery`)
+ * @param options see {@link KyselyTransactionsOptions}
+ * @throws ConfigurationError on an unknown option, or when `db` is not a Kysely instance (no `transaction` / `executeQuery`)
  */
-export function kyselyTransactions<DB>(db: Kysely<DB>): TransactionPort<Transaction<DB>> {
+export function kyselyTransactions<DB>(db: Kysely<DB>, options: KyselyTransactionsOptions = {}): TransactionPort<Transaction<DB>> {
   const host = db as unknown as { transaction?: unknown; executeQuery?: unknown } | null;
   if (typeof host?.transaction !== 'function' || typeof host.executeQuery !== 'function') {
     throw new ConfigurationError('kyselyTransactions(db): db must be a Kysely instance (it has no transaction / executeQuery)');
   }
+  checkKnownOptions('kyselyTransactions options', options, ['logger']);
+  checkPeerVersion('kysely', SUPPORTED_RANGE, options.logger ?? consoleWarnLogger);
   return new KyselyTransactionPort(db);
 }
 

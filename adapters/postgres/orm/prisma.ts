@@ -22,16 +22,20 @@
  * that stopped. To give a handler more time, raise the claimer's lease (`leaseTtlMs`), not
  * Prisma's timeout.
  */
-import { requirePeer } from '../../../src/adapter-kit';
-import { ConfigurationError } from '../../../src';
+// First: a missing client library is named before any module that needs it loads.
+import { SUPPORTED_RANGE } from './prisma-peer';
+import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
+import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
 import type { ITXClientDenyList } from '@prisma/client/runtime/client';
 import type { SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
 
-// First: a missing client library is named before anything asks for it.
-requirePeer('@prisma/client', 'twophase/prisma');
+export { SUPPORTED_RANGE };
 
-/** The versions of `@prisma/client` twophase supports: its `peerDependencies` range in package.json. */
-export const SUPPORTED_RANGE = '^7.10.0';
+/** Options of {@link prismaTransactions}. */
+export interface PrismaTransactionsOptions {
+  /** Where a version warning goes (`@prisma/client` outside ^7). Default: the core's `consoleWarnLogger`. */
+  readonly logger?: Pick<Logger, 'warn'>;
+}
 
 /** What the port needs of a `PrismaClient` (generated or extended with `$extends`). */
 export interface PrismaTransactionHost {
@@ -60,13 +64,16 @@ export type PrismaTransactionClient<Client> = Omit<Client, ITXClientDenyList>;
  * - `query(tx, text, values)` is `tx.$queryRawUnsafe(text, ...values)`: `$1`… placeholders bound
  *   by the driver adapter, never spliced into the text.
  * @param prisma the application's client, with a PostgreSQL driver adapter
- * @throws ConfigurationError when `prisma` has no `$transaction` or `$queryRawUnsafe`
+ * @param options see {@link PrismaTransactionsOptions}
+ * @throws ConfigurationError on an unknown option, or when `prisma` has no `$transaction` or `$queryRawUnsafe`
  */
-export function prismaTransactions<Client extends PrismaTransactionHost>(prisma: Client): TransactionPort<PrismaTransactionClient<Client>> {
+export function prismaTransactions<Client extends PrismaTransactionHost>(prisma: Client, options: PrismaTransactionsOptions = {}): TransactionPort<PrismaTransactionClient<Client>> {
   const host = prisma as unknown as { $transaction?: unknown; $queryRawUnsafe?: unknown } | null;
   if (typeof host?.$transaction !== 'function' || typeof host.$queryRawUnsafe !== 'function') {
     throw new ConfigurationError('prismaTransactions(prisma): prisma must be a PrismaClient (it has no $transaction / $queryRawUnsafe)');
   }
+  checkKnownOptions('prismaTransactions options', options, ['logger']);
+  checkPeerVersion('@prisma/client', SUPPORTED_RANGE, options.logger ?? consoleWarnLogger);
   return new PrismaTransactionPort<PrismaTransactionClient<Client>>(prisma as unknown as PrismaCalls<PrismaTransactionClient<Client>>);
 }
 

@@ -15,16 +15,20 @@
  * `idle_in_transaction_session_timeout`, which twophase sets per transaction, ends a transaction
  * whose owner stopped.
  */
-import { requirePeer } from '../../../src/adapter-kit';
-import { ConfigurationError } from '../../../src';
+// First: a missing client library is named before any module that needs it loads.
+import { SUPPORTED_RANGE } from './typeorm-peer';
+import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
+import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
 
-// First: a missing client library is named before anything asks for it.
-requirePeer('typeorm', 'twophase/typeorm');
+export { SUPPORTED_RANGE };
 
-/** The versions of `typeorm` twophase supports: its `peerDependencies` range in package.json. */
-export const SUPPORTED_RANGE = '^1.1.1';
+/** Options of {@link typeormTransactions}. */
+export interface TypeormTransactionsOptions {
+  /** Where a version warning goes (`typeorm` outside ^1). Default: the core's `consoleWarnLogger`. */
+  readonly logger?: Pick<Logger, 'warn'>;
+}
 
 /**
  * The transaction port on a TypeORM `DataSource`.
@@ -35,13 +39,16 @@ export const SUPPORTED_RANGE = '^1.1.1';
  *   structured result, whose `records` are the rows for every statement: TypeORM's plain
  *   `manager.query` returns `[rows, count]` for UPDATE and DELETE).
  * @param dataSource the application's DataSource (type `postgres`), initialized
- * @throws ConfigurationError when `dataSource` has no `transaction` method
+ * @param options see {@link TypeormTransactionsOptions}
+ * @throws ConfigurationError on an unknown option, or when `dataSource` has no `transaction` method
  */
-export function typeormTransactions(dataSource: DataSource): TransactionPort<EntityManager> {
+export function typeormTransactions(dataSource: DataSource, options: TypeormTransactionsOptions = {}): TransactionPort<EntityManager> {
   const host = dataSource as unknown as { transaction?: unknown } | null;
   if (typeof host?.transaction !== 'function') {
     throw new ConfigurationError('typeormTransactions(dataSource): dataSource must be a TypeORM DataSource (it has no transaction method)');
   }
+  checkKnownOptions('typeormTransactions options', options, ['logger']);
+  checkPeerVersion('typeorm', SUPPORTED_RANGE, options.logger ?? consoleWarnLogger);
   return new TypeormTransactionPort(dataSource);
 }
 

@@ -26,7 +26,8 @@ describeWithServices(['postgres'], 'twophase/kysely', () => {
     };
   });
 
-  test('kyselyTransactions refuses an object that is not a Kysely instance (ConfigurationError)', () => {
+  test('kyselyTransactions refuses an object that is not a Kysely instance and an unknown option (ConfigurationError)', () => {
     expect(() => kyselyTransactions({} as unknown as Kysely<Database>)).toThrow(ConfigurationError);
+    expect(() => kyselyTransactions(new Kysely<Database>({ dialect: new PostgresDialect({ pool: new Pool(pgConfig()) }) }), { timeoutMs: 1 } as never)).toThrow(/unknown option "timeoutMs"/);
   });
 });

@@ -63,8 +63,9 @@ describeWithServices(['postgres'], 'twophase/prisma', () => {
     }
   });
 
-  test('prismaTransactions refuses an object that is not a PrismaClient (ConfigurationError)', () => {
+  test('prismaTransactions refuses an object that is not a PrismaClient and an unknown option (ConfigurationError)', () => {
     expect(() => prismaTransactions({} as unknown as PrismaClient)).toThrow(ConfigurationError);
+    expect(() => prismaTransactions(prismaOn('public'), { timeoutMs: 1 } as never)).toThrow(/unknown option "timeoutMs"/);
   });
 });
 

@@ -43,7 +43,8 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
     };
   });
 
-  test('typeormTransactions refuses an object that is not a DataSource (ConfigurationError)', () => {
+  test('typeormTransactions refuses an object that is not a DataSource and an unknown option (ConfigurationError)', () => {
     expect(() => typeormTransactions({} as unknown as DataSource)).toThrow(ConfigurationError);
+    expect(() => typeormTransactions(new DataSource({ type: 'postgres' }), { timeoutMs: 1 } as never)).toThrow(/unknown option "timeoutMs"/);
   });
 });
