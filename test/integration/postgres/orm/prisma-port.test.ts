@@ -7,31 +7,16 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { PrismaPg } from '@prisma/adapter-pg';
 import { ConfigurationError } from '../../../../src';
-import { prismaTransactions, type PrismaTransactionClient } from '../../../../adapters/postgres/orm/prisma';
+import { prismaTransactions } from '../../../../adapters/postgres/orm/prisma';
 import { PrismaClient } from '../../../support/prisma/generated/client';
 import { describeWithServices } from '../../../support/services';
 import { createEffectTable, describePortContract, effectCount } from '../support/port-contract';
-import { freshSchema, pgUrl } from '../support/pg-helpers';
-
-type Tx = PrismaTransactionClient<PrismaClient>;
-
-function prismaOn(schema: string): PrismaClient {
-  return new PrismaClient({ adapter: new PrismaPg({ connectionString: pgUrl(), max: 5 }, { schema }) });
-}
+import { freshSchema } from '../support/pg-helpers';
+import { prismaOn, prismaUnderTest, type PrismaTx } from '../support/orm-libraries';
 
 describeWithServices(['postgres'], 'twophase/prisma', () => {
-  describePortContract<Tx>('orm_more_prisma', 'prisma', async (f) => {
-    const prisma = prismaOn(f.schema);
-    return {
-      port: prismaTransactions(prisma),
-      writeEffect: async (tx, key, amount) => {
-        await tx.effect.create({ data: { key, amount } });
-      },
-      close: () => prisma.$disconnect(),
-    };
-  });
+  describePortContract<PrismaTx>('orm_more_prisma', 'prisma', (f) => prismaUnderTest(f.schema));
 
   test("Prisma's interactive-transaction timeout is limits.timeoutMs: a transaction open longer is closed by Prisma and its write rolled back", async () => {
     const f = await freshSchema('orm_more_prisma_timer');
