@@ -14,6 +14,9 @@
 import './peer';
 export { PostgresClaimer } from './postgres-claimer';
 export { TransactionReceipt } from './transaction-lease';
+export type { TransactionPort, TransactionLimits, SqlRow } from './transaction-port';
+export { pgTransactions } from './pg-transactions';
+export { portExecutor } from './port-executor';
 export {
   POSTGRES_CLAIMER_DEFAULTS,
   type PostgresClaimerDependencies,
@@ -24,7 +27,7 @@ export {
   type ResolvedPostgresClaimerOptions,
 } from './options';
 export { migrate, type MigrateOptions, type MigrateReport, type MigrationEntry } from './migrate';
-export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VERSION, REQUIRED_TENANT_VERSION, REQUIRED_OUTBOX_VERSION, OUTBOX_CHANNEL } from './migrations';
+export { MIGRATIONS, type Migration, type MigrationContext, REQUIRED_PLATFORM_VERSION, REQUIRED_TENANT_VERSION, REQUIRED_OUTBOX_VERSION, REQUIRED_PORT_VERSION, OUTBOX_CHANNEL } from './migrations';
 export { DEFAULT_SCHEMA, type TenantsTable, parseTenantsTable } from './identifiers';
 export { SchemaMismatchError, TransactionAbortedError, TransactionMisuseError, toClaimerError } from './errors';
 export { keyDigests, type KeyDigests } from './key-digest';

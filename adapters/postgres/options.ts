@@ -3,10 +3,11 @@
  * range; defaults live in one `Readonly<Required<…>>` constant; `resolveOptions` merges into a
  * copy and validates at construction, naming the field and the value.
  */
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { type Clock, ConfigurationError, consoleWarnLogger } from '../../src';
 import { checkBoolean, checkInteger } from '../../src/adapter-kit';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
+import type { TransactionPort } from './transaction-port';
 
 /** A pino-compatible logger (`logger.warn({ key }, 'message')`). */
 export interface PostgresClaimerLogger {
@@ -14,8 +15,12 @@ export interface PostgresClaimerLogger {
   error(obj: object, msg?: string): void;
 }
 
-/** What the claimer is given. It never opens connections of its own. */
-export interface PostgresClaimerDependencies {
+/**
+ * What the claimer is given. It never opens connections of its own.
+ * @typeParam Tx - the transaction object the handler gets as `ctx.transaction`: a `pg`
+ *   PoolClient (default), or the transaction object of the library behind `transactions`.
+ */
+export interface PostgresClaimerDependencies<Tx = PoolClient> {
   /**
    * A `pg` Pool the caller created and owns. The claimer borrows clients from it (one per
    * operation in standalone mode; one per delivery, for the handler's whole run, in
@@ -31,6 +36,16 @@ export interface PostgresClaimerDependencies {
   readonly logger?: PostgresClaimerLogger;
   /** Monotonic local clock, ms, for operation deadlines only. Default `performance.now()`. */
   readonly clock?: Clock;
+  /**
+   * Transactional mode only: run each claim inside a transaction of the application's database
+   * library (Drizzle's, Prisma's…) instead of a transaction on a client of `pool`; the handler
+   * gets that library's transaction object as `ctx.transaction` (docs/postgres.md, "The
+   * transaction port"). The claimer still uses `pool` for the attempt count (one short
+   * statement per claim, while the library's transaction is open: size the pools so both fit),
+   * `peek` and `ready`. Needs migration 4. Not with `transactionBatch: 'per-chunk'` nor
+   * `tenantOf` (ConfigurationError). Default: none (transactions on `pool`'s clients).
+   */
+  readonly transactions?: TransactionPort<Tx>;
 }
 
 /**

@@ -3,7 +3,7 @@
  * or transactional (the inbox mode).
  */
 import { randomUUID } from 'node:crypto';
-import type { Pool, QueryResultRow } from 'pg';
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   type Claimer,
   type ClaimManyEntry,
@@ -34,6 +34,9 @@ import { conflictError, runWithin, storedResult } from './statement-runner';
 import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements/claim';
 import { StandaloneLease } from './standalone-lease';
 import { claimInTransaction } from './transaction-lease';
+import { claimThroughPort } from './port-lease';
+import type { TransactionPort } from './transaction-port';
+import { REQUIRED_PORT_VERSION } from './migrations';
 import { claimChunk } from './chunk-claim';
 import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
 
@@ -65,7 +68,7 @@ import { SUPPORTED_RANGE } from './peer';
  * error; it never guesses a state. A client whose connection failed is destroyed, never reused.
  * When PostgreSQL returns, the pool connects again; nothing needs re-creating.
  */
-export class PostgresClaimer implements Claimer {
+export class PostgresClaimer<Tx = PoolClient> implements Claimer {
   /** Claims live in PostgreSQL, shared by every replica. */
   readonly kind = 'distributed' as const;
   /** True in transactional mode: the consumer then refuses `failOpen` (see {@link Claimer.transactional}). */
@@ -79,6 +82,8 @@ export class PostgresClaimer implements Claimer {
   readonly claimMany?: (requests: readonly ClaimRequest[]) => Promise<ClaimManyEntry[]>;
 
   /** @internal */ readonly pool: Pool;
+  /** @internal The database library's transactions (transactional mode), or undefined: transactions on `pool`'s clients. */
+  readonly transactions: TransactionPort<Tx> | undefined;
   /** @internal */ readonly options: ResolvedPostgresClaimerOptions;
   /** @internal */ readonly logger: PostgresClaimerLogger;
   /** @internal */ readonly clock: Clock;
@@ -88,7 +93,7 @@ export class PostgresClaimer implements Claimer {
   /**
    * @throws ConfigurationError for an invalid option or a missing pool
    */
-  constructor(dependencies: PostgresClaimerDependencies, options: PostgresClaimerOptions = {}) {
+  constructor(dependencies: PostgresClaimerDependencies<Tx>, options: PostgresClaimerOptions = {}) {
     this.options = resolveOptions(options);
     if (!dependencies?.pool || typeof dependencies.pool.connect !== 'function') {
       throw new ClaimerConfigurationError('PostgresClaimer needs { pool }: a pg Pool the application created');
@@ -99,10 +104,16 @@ export class PostgresClaimer implements Claimer {
     this.clock = dependencies.clock ?? monotonicClock;
     const logger = this.logger;
     this.warnings = new LogLimiter({ debug: () => undefined, info: () => undefined, warn: (obj, msg) => logger.warn(obj, msg), error: (obj, msg) => logger.error(obj, msg) }, { claimer: 'postgres' });
+    this.transactions = checkPort(dependencies.transactions, this.options);
     this.transactional = this.options.mode === 'transactional';
     this.sharesTransactions = this.transactional && this.options.transactionBatch === 'per-chunk';
     if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
-    else if (this.options.transactionBatch === 'per-chunk') this.claimMany = (requests) => claimChunk(this, requests);
+    else if (this.options.transactionBatch === 'per-chunk') this.claimMany = (requests) => claimChunk(this.native, requests);
+  }
+
+  /** This claimer as the modules of the paths without a port see it (their transaction is a pool client). */
+  private get native(): PostgresClaimer {
+    return this as unknown as PostgresClaimer;
   }
 
   /** `standalone` or `transactional`. */
@@ -125,7 +136,7 @@ export class PostgresClaimer implements Claimer {
     const what = 'ready';
     const borrowed = await borrow(this.pool, what, this.options.readyTimeoutMs);
     try {
-      await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined);
+      await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined, this.transactions ? [REQUIRED_PORT_VERSION] : []);
     } catch (error) {
       borrowed.noteError(error);
       throw toClaimerError(error, what);
@@ -140,7 +151,8 @@ export class PostgresClaimer implements Claimer {
     validateClaimOptions(options);
     const tenant = this.tenantOf(key);
     const digests = keyDigests(key, tenant);
-    if (this.options.mode === 'transactional') return claimInTransaction(this, key, tenant, digests, options);
+    if (this.transactions) return claimThroughPort(this, this.transactions, key, digests, options);
+    if (this.options.mode === 'transactional') return claimInTransaction(this.native, key, tenant, digests, options);
     const owner = randomUUID();
     const rows = await this.query<ClaimRow>(`claim of "${key}"`, claimOne(this.options.schema, tenant !== undefined), [
       ...(tenant === undefined ? [] : [tenant]),
@@ -217,7 +229,7 @@ export class PostgresClaimer implements Claimer {
     switch (row.state) {
       case 'acquired': {
         const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
-        const ops = new StandaloneLease(this, tenant, digests, options.doneTtlMs);
+        const ops = new StandaloneLease(this.native, tenant, digests, options.doneTtlMs);
         return { state: 'acquired', attempt: row.attempt, receipt: new LeaseReceipt(lease, ops, options.doneTtlMs, this.options.maxResultBytes) };
       }
       case 'done':
@@ -258,6 +270,29 @@ export class PostgresClaimer implements Claimer {
       borrowed.giveBack();
     }
   }
+}
+
+/**
+ * The `transactions` dependency, checked against the options.
+ * @throws ConfigurationError for a port without `name`, `transaction` and `query`, or with an option it cannot serve
+ */
+function checkPort<Tx>(port: TransactionPort<Tx> | undefined, options: ResolvedPostgresClaimerOptions): TransactionPort<Tx> | undefined {
+  if (port === undefined) return undefined;
+  if (port === null || typeof port !== 'object' || typeof port.transaction !== 'function' || typeof port.query !== 'function' || typeof port.name !== 'string') {
+    throw new ClaimerConfigurationError('PostgresClaimer: transactions must be a transaction port { name, transaction(work, limits), query(tx, text, values) }, e.g. drizzleTransactions(db) or pgTransactions(pool)');
+  }
+  if (options.mode !== 'transactional') {
+    throw new ClaimerConfigurationError(`PostgresClaimer: transactions (${port.name}) needs mode "transactional": a standalone claim has no transaction to run in`);
+  }
+  if (options.transactionBatch === 'per-chunk') {
+    throw new ClaimerConfigurationError(
+      `PostgresClaimer: transactions (${port.name}) cannot be used with transactionBatch "per-chunk": a chunk's handlers run one after the other in one shared transaction that twophase commits once all committed, but a library's transaction ends when its callback returns, so each claim needs its own; use "per-record"`,
+    );
+  }
+  if (options.tenantOf !== undefined) {
+    throw new ClaimerConfigurationError(`PostgresClaimer: transactions (${port.name}) does not serve the tenant inbox (tenantOf) yet; use the claimer without transactions (ctx.transaction is then a pg PoolClient)`);
+  }
+  return port;
 }
 
 function fingerprintDigest(options: ClaimOptions): Buffer | null {

@@ -27,9 +27,10 @@ const INBOX_COLUMNS: Readonly<Record<string, string>> = {
  * schema never migrated lists the missing schema, migrations table, migrations and table).
  * @param schemaName unquoted schema; `schema` the same, quoted
  * @param tenant true for the tenant inbox
+ * @param alsoRequired further migration versions the claimer needs (a transaction port's: 4)
  * @throws SchemaMismatchError whose `problems` lists every difference, one line each
  */
-export async function checkSchema(client: ClientBase, schemaName: string, schema: string, tenant: boolean): Promise<void> {
+export async function checkSchema(client: ClientBase, schemaName: string, schema: string, tenant: boolean, alsoRequired: readonly number[] = []): Promise<void> {
   const table = tenant ? 'twophase_tenant_inbox' : 'twophase_inbox';
   const required = tenant ? REQUIRED_TENANT_VERSION : REQUIRED_PLATFORM_VERSION;
   const hint = 'run `twophase postgres migrate --url … --schema ' + schemaName + (tenant ? ' --tenants-table …` (the tenant inbox needs the tenants table)' : '`');
@@ -40,7 +41,7 @@ export async function checkSchema(client: ClientBase, schemaName: string, schema
   let versions: number[] = [];
   if (!migrations) problems.push(`table ${schemaName}.twophase_migrations does not exist (no migration was applied)`);
   else versions = (await client.query<{ version: number }>(`SELECT version FROM ${schema}.twophase_migrations`)).rows.map((r) => r.version);
-  const missing = Array.from({ length: required }, (_, i) => i + 1).filter((v) => !versions.includes(v));
+  const missing = [...Array.from({ length: required }, (_, i) => i + 1), ...alsoRequired.filter((v) => v > required)].filter((v) => !versions.includes(v));
   for (const version of missing) problems.push(`migration ${version} is not applied`);
   const columns = await client.query<{ name: string; type: string; notnull: boolean }>(
     `SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull
@@ -60,8 +61,8 @@ export async function checkSchema(client: ClientBase, schemaName: string, schema
   if (problems.length === 0) return;
   const summary = !migrations
     ? `the inbox schema "${schemaName}" has no migrations table: ${hint}`
-    : missing.includes(required)
-      ? `the inbox schema "${schemaName}" lacks migration ${required} (applied: ${versions.join(', ') || 'none'}): ${hint}`
+    : missing.includes(required) || alsoRequired.some((v) => missing.includes(v))
+      ? `the inbox schema "${schemaName}" lacks migration ${missing.filter((v) => v === required || alsoRequired.includes(v)).join(', ')} (applied: ${versions.join(', ') || 'none'}): ${hint}`
       : `the inbox table does not have the expected shape (${hint})`;
   throw new SchemaMismatchError(summary, problems);
 }

@@ -50,7 +50,7 @@ import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
 import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
-import { PostgresOutboxWriter } from './outbox-staging';
+import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
 
 /**
  * The receipt of a transactional claim: a {@link LeaseReceipt} that also carries the open
@@ -58,10 +58,11 @@ import { PostgresOutboxWriter } from './outbox-staging';
  * `query` rejects, so an abandoned handler cannot write outside the transaction; `release` is
  * refused — twophase returns the client).
  */
-export class TransactionReceipt extends LeaseReceipt {
+export class TransactionReceipt<Tx = PoolClient> extends LeaseReceipt {
   constructor(
     lease: LeaseIdentity,
-    private readonly tx: LeaseOperations & { readonly handle: PoolClient },
+    /** `handle`: the handler's transaction object; `executor`: outbox staging through it, when `handle` has no pg-style `query`. */
+    private readonly tx: LeaseOperations & { readonly handle: Tx; readonly executor?: SqlExecutor },
     doneTtlMs: number,
     maxResultBytes: number,
     /** Quoted schema of the outbox table (the claimer's). */
@@ -76,12 +77,12 @@ export class TransactionReceipt extends LeaseReceipt {
 
   /** Stages outbox rows in this claim's transaction (`ctx.outbox`). */
   get outbox(): OutboxWriter {
-    this.writer ??= new PostgresOutboxWriter(this.tx.handle, this.outboxSchema, true, false);
+    this.writer ??= new PostgresOutboxWriter(this.tx.executor ?? (this.tx.handle as unknown as SqlExecutor), this.outboxSchema, true, false);
     return this.writer;
   }
 
-  /** The transaction's client, for the handler's effect (`ctx.transaction`). */
-  get transaction(): PoolClient {
+  /** The transaction's client (or, with a transaction port, the library's transaction object), for the handler's effect (`ctx.transaction`). */
+  get transaction(): Tx {
     return this.tx.handle;
   }
 }

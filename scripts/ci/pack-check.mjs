@@ -64,7 +64,7 @@ const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetr
 /** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
 const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */
-const PEER_CLIENTS = ['ioredis', 'amqplib', 'amqp-connection-manager', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api', '@prisma/client', 'kysely', 'typeorm'];
+const PEER_CLIENTS = ['ioredis', 'amqplib', 'amqp-connection-manager', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api', 'drizzle-orm', '@prisma/client', 'kysely', 'typeorm'];
 /** What a Prisma user installs beside @prisma/client: the CLI that generates the client, and the driver adapter. */
 const PRISMA_TOOLS = ['prisma', '@prisma/adapter-pg'];
 /**
@@ -204,6 +204,9 @@ function asUserCode(file, code, esm) {
     if (target === 'src/adapter-kit') return `${lead}${quote}twophase/adapter-kit${quote}`;
     const adapter = /^adapters\/([a-z]+)$/.exec(target);
     if (adapter) return `${lead}${quote}twophase/${adapter[1]}${quote}`;
+    // The database libraries' transaction ports: adapters/postgres/orm/drizzle → twophase/drizzle.
+    const orm = /^adapters\/postgres\/orm\/([a-z]+)$/.exec(target);
+    if (orm) return `${lead}${quote}twophase/${orm[1]}${quote}`;
     if (target.startsWith('src/') || target.startsWith('adapters/')) {
       problems.push(`${relative(ROOT, file)} imports ${spec}, past the package's entry points`);
       return whole;

@@ -27,6 +27,7 @@ test.each([
   ['adapters/kafka', 'kafkajs,@platformatic/kafka', 'twophase/kafka'],
   ['adapters/rabbitmq', 'amqplib', 'twophase/rabbitmq'],
   ['adapters/postgres', 'pg', 'twophase/postgres'],
+  ['adapters/postgres/orm/drizzle', 'drizzle-orm', 'twophase/drizzle'],
 ])('require(%s) without %s names the package and the install command', (entry, peer, name) => {
   const run = requireWithout(entry, peer);
   const named = peer.split(',')[0]!;
@@ -53,6 +54,7 @@ test("each adapter's supported range is its package.json peerDependencies range"
     amqplib: (await import('../../adapters/rabbitmq/peer')).SUPPORTED_RANGE,
     pg: (await import('../../adapters/postgres/peer')).SUPPORTED_RANGE,
     ioredis: (await import('../../adapters/redis/peer')).SUPPORTED_RANGE,
+    'drizzle-orm': (await import('../../adapters/postgres/orm/drizzle-peer')).SUPPORTED_RANGE,
   };
   for (const [peer, range] of Object.entries(ranges)) expect([peer, range]).toEqual([peer, pkg.peerDependencies[peer]]);
 });

@@ -7,6 +7,7 @@ import type { MigrationContext } from './context';
 import * as m0001 from './0001-platform-inbox';
 import * as m0002 from './0002-tenant-inbox';
 import * as m0003 from './0003-outbox';
+import * as m0004 from './0004-port-claim';
 
 export type { MigrationContext } from './context';
 
@@ -25,6 +26,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: m0001.VERSION, name: m0001.NAME, needsTenants: false, sql: m0001.sql },
   { version: m0002.VERSION, name: m0002.NAME, needsTenants: true, sql: m0002.sql },
   { version: m0003.VERSION, name: m0003.NAME, needsTenants: false, sql: m0003.sql },
+  { version: m0004.VERSION, name: m0004.NAME, needsTenants: false, sql: m0004.sql },
 ];
 
 /** The outbox migration a relay or a stager of this version needs. */
@@ -33,5 +35,7 @@ export { OUTBOX_CHANNEL } from './0003-outbox';
 
 /** The newest platform-inbox migration a claimer of this version needs. */
 export const REQUIRED_PLATFORM_VERSION = 1;
+/** The migration a claimer with a transaction port (`transactions`) needs besides the platform inbox's. */
+export const REQUIRED_PORT_VERSION = m0004.VERSION;
 /** The newest tenant-inbox migration a tenant claimer of this version needs. */
 export const REQUIRED_TENANT_VERSION = 2;

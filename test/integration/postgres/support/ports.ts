@@ -1,0 +1,41 @@
+/**
+ * The transaction ports the PostgreSQL suites run with: node-postgres's own (`pgTransactions`) and
+ * Drizzle's (`drizzleTransactions`), each over a pool, with one way to write an effect through
+ * the library's transaction object as an application would.
+ */
+import type { Pool } from 'pg';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { sql } from 'drizzle-orm';
+import { pgTransactions, type TransactionPort } from '../../../../adapters/postgres';
+import { drizzleTransactions, type DrizzleTransaction } from '../../../../adapters/postgres/orm/drizzle';
+
+export type PortName = 'pg' | 'drizzle';
+
+/** A port and an effect writer: `write(tx, table, key, fence)` inserts (key, fence) through `tx`. */
+export interface PortUnderTest {
+  readonly name: PortName;
+  readonly port: TransactionPort<unknown>;
+  write(tx: unknown, table: string, key: string, fence: number): Promise<void>;
+}
+
+export function portUnderTest(name: PortName, pool: Pool): PortUnderTest {
+  if (name === 'pg') {
+    return {
+      name,
+      port: pgTransactions(pool) as TransactionPort<unknown>,
+      write: async (tx, table, key, fence) => {
+        await (tx as import('pg').PoolClient).query(`INSERT INTO ${table} (key, fence) VALUES ($1, $2)`, [key, fence]);
+      },
+    };
+  }
+  const db = drizzle(pool);
+  return {
+    name,
+    port: drizzleTransactions(db) as TransactionPort<unknown>,
+    write: async (tx, table, key, fence) => {
+      await (tx as DrizzleTransaction).execute(sql`INSERT INTO ${sql.raw(table)} (key, fence) VALUES (${key}, ${fence})`);
+    },
+  };
+}
+
+export const PORT_NAMES: readonly PortName[] = ['pg', 'drizzle'];
