@@ -14,9 +14,11 @@ import { describeWithServices } from '../../../support/services';
 import { createEffectTable, describePortContract, effectCount } from '../support/port-contract';
 import { freshSchema } from '../support/pg-helpers';
 import { prismaOn, prismaUnderTest, type PrismaTx } from '../support/orm-libraries';
+import { describeClaimerThroughOrm } from '../support/orm-claimer-suite';
 
 describeWithServices(['postgres'], 'twophase/prisma', () => {
   describePortContract<PrismaTx>('orm_more_prisma', 'prisma', (f) => prismaUnderTest(f.schema));
+  describeClaimerThroughOrm('prisma');
 
   test("Prisma's interactive-transaction timeout is limits.timeoutMs: a transaction open longer is closed by Prisma and its write rolled back", async () => {
     const f = await freshSchema('orm_more_prisma_timer');

@@ -53,7 +53,7 @@ export async function kyselyUnderTest(schema: string): Promise<OrmUnderTest<Tran
   const db = new Kysely<KyselyDatabase>({ dialect: new PostgresDialect({ pool }) });
   return {
     name: 'kysely',
-    port: kyselyTransactions(db),
+    port: kyselyTransactions(db, { pool }),
     writeEffect: async (trx, key, amount) => {
       await trx.insertInto('effect').values({ key, amount }).execute();
     },
