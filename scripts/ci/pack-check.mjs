@@ -19,7 +19,8 @@
  *         `<!-- typecheck -->` (an HTML comment right above the fence; lines inside the comment
  *         are declarations prepended to the block, e.g. `declare const logger: Logger;`). A ts
  *         block must be marked `<!-- typecheck -->` or `<!-- typecheck: skip (why) -->`, so no
- *         block escapes the check unnoticed;
+ *         block escapes the check unnoticed. `<!-- typecheck: esm (why) -->` checks a block in the
+ *         esm and bundler settings only (a library that ships ES modules only, such as Kysely);
  *       - every .ts file under examples/, with its imports of the repository's own folders
  *         (`../../src`, `../../src/adapter-kit`, `../../adapters/redis`) rewritten to the
  *         package's entry points (`twophase`, `twophase/adapter-kit`, `twophase/redis`): an
@@ -180,6 +181,7 @@ function docBlocks() {
       if (j >= 0 && lines[j].trim() === '-->') while (j > 0 && !lines[j].startsWith('<!--')) j--;
       const marker = j >= 0 ? lines[j].trim() : '';
       if (/^<!--\s*typecheck:\s*skip/.test(marker)) continue;
+      const esmOnly = /^<!--\s*typecheck:\s*esm\b/.test(marker);
       if (!/^<!--\s*typecheck\b/.test(marker)) {
         problems.push(`${doc}:${i + 1}: a ts block without <!-- typecheck --> or <!-- typecheck: skip (why) --> above it`);
         continue;
@@ -188,7 +190,7 @@ function docBlocks() {
       let end = i + 1;
       while (end < lines.length && !lines[end].startsWith('```')) end++;
       const name = `${doc.replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}-line-${i + 1}.ts`;
-      blocks.push({ name, code: [...prelude, ...lines.slice(i + 1, end), 'export {};', ''].join('\n') });
+      blocks.push({ name, esmOnly, code: [...prelude, ...lines.slice(i + 1, end), 'export {};', ''].join('\n') });
       i = end;
     }
   }
@@ -263,7 +265,7 @@ console.log(`   npm install ${installs.map((s) => (s === tarball ? 'twophase.tgz
 if (run('npm', ['install', '--no-audit', '--no-fund', '--loglevel', 'error', ...installs], project).status !== 0) fail('npm install in the temporary project failed');
 
 const sources = [
-  ...docBlocks().map(({ name, code }) => ({ path: join('docs-blocks', name), code, example: false })),
+  ...docBlocks().map(({ name, code, esmOnly }) => ({ path: join('docs-blocks', name), code, example: false, esmOnly })),
   ...walk(join(ROOT, 'examples'), (p) => p.endsWith('.ts')).map((p) => ({ path: relative(ROOT, p), code: readFileSync(p, 'utf8'), file: p })),
 ];
 const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -292,6 +294,7 @@ for (const setting of settings) {
     ),
   );
   for (const source of sources) {
+    if (source.esmOnly && SETTINGS[setting].type !== 'module') continue;
     const out = join(dir, source.path);
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, source.file ? asUserCode(source.file, source.code, setting === 'esm') : setting === 'esm' ? withJsEndings(source.code) : source.code);
