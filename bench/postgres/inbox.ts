@@ -15,13 +15,18 @@
  *   floor          raw kafkajs eachMessage (partitions consumed concurrently) + the INSERT in its own transaction
  *   per-record     twophase KafkaSource + PostgresClaimer transactional, one transaction per record (claimBatchSize 1)
  *   per-chunk      the same with `transactionBatch: 'per-chunk'` (claimBatchSize 64): one transaction per chunk
+ * RabbitMQ, the transaction port (prefetch 32, concurrency 32):
+ *   drizzle port   twophase + PostgresClaimer transactional with `transactions: drizzleTransactions(db)`:
+ *                  the same one-row INSERT written with Drizzle's query builder through its `tx`;
+ *                  compared with "twophase transactional" of the same run (`drizzlePortVsNative`)
  *
  * Reports throughput (msg/s), this process's CPU per message (µs) and PostgreSQL commits per
  * second (`pg_stat_database.xact_commit` of the database: other clients' commits count too on a
  * shared server, and backends report their counts up to a second late, so short runs read low or
  * high). Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json]
+ *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only]
+ * `--port-only` runs only "twophase transactional" and the Drizzle port, alternately (no Kafka needed).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,6 +37,9 @@ import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { Pool, type PoolClient } from 'pg';
 import { ack, type Claimer, ConsumerBase, type Disposition, type HandlerContext, type Message, silentLogger } from '../../src';
 import { migrate, PostgresClaimer } from '../../adapters/postgres';
+import { drizzleTransactions, type DrizzleTransaction } from '../../adapters/postgres/orm/drizzle';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
 import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
@@ -54,6 +62,7 @@ const COUNT = countArg >= 0 ? Number(process.argv[countArg + 1]) : 5000;
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : 3;
 const outArg = process.argv.indexOf('--out');
+const PORT_ONLY = process.argv.includes('--port-only');
 const OUT = outArg >= 0 ? process.argv[outArg + 1]! : join(__dirname, '..', 'results', 'postgres.json');
 
 async function commits(pool: Pool): Promise<number> {
@@ -235,6 +244,9 @@ async function main(): Promise<void> {
     const transactional = (transactionBatch: 'per-record' | 'per-chunk') => new PostgresClaimer({ pool }, { schema, mode: 'transactional', transactionBatch });
     const txInsert = (key: string, tx: PoolClient | undefined) => tx!.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key]);
     const ownInsert = (key: string) => pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key]);
+    const ledgerTable = pgSchema(schema).table('ledger', { id: bigserial('id', { mode: 'number' }).primaryKey(), key: text('key').notNull() });
+    const drizzleClaimer = new PostgresClaimer({ pool, transactions: drizzleTransactions(drizzle(pool)) }, { schema, mode: 'transactional' });
+    const drizzleInsert = (key: string, tx: unknown) => (tx as DrizzleTransaction).insert(ledgerTable).values({ key });
     const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction)', (queue) => runFloor(queue, pool, ledger)],
       ['rabbitmq', 'twophase transactional (PostgresClaimer inbox)', (queue) => runTwophase(queue, transactional('per-record'), txInsert)],
@@ -245,9 +257,13 @@ async function main(): Promise<void> {
       ['rabbitmq', 'twophase transactional, batch mode (batchClaims, per-chunk), prefetch 32', (queue) => runTwophase(queue, transactional('per-chunk'), txInsert, { prefetch: 32, batchClaims: true })],
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction), prefetch 100', (queue) => runFloor(queue, pool, ledger, 100)],
       ['rabbitmq', 'twophase transactional, batch mode (batchClaims, per-chunk), prefetch 100', (queue) => runTwophase(queue, transactional('per-chunk'), txInsert, { prefetch: 100, batchClaims: true })],
+      ['rabbitmq', 'twophase transactional through the Drizzle port (drizzleTransactions)', (queue) => runTwophase(queue, drizzleClaimer as unknown as Claimer, drizzleInsert as never)],
     ];
+    const NATIVE = 1;
+    const DRIZZLE = 9;
+    const selected = PORT_ONLY ? [variants[NATIVE]!, variants[DRIZZLE]!] : variants;
     for (let run = 0; run < RUNS; run++) {
-      for (const [broker, variant, measure] of variants) {
+      for (const [broker, variant, measure] of selected) {
         // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
         await pool.query(`TRUNCATE ${ledger}; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
         const queue = `twophase-bench-pg-${process.pid}-${run}-${samples.size}`;
@@ -275,10 +291,15 @@ async function main(): Promise<void> {
     }
     const rows = [...samples.entries()].map(([variant, { broker, rows: runs }]) => medianRow(variant, broker, runs));
     // Ratios: the median over runs of each run's ratio (variants of one run ran back to back).
-    const perRun = [...samples.values()].map((v) => v.rows.map((r) => r.msgPerSec));
+    const perRun = variants.map(([, variant]) => samples.get(variant)?.rows.map((r) => r.msgPerSec) ?? []);
     const rate = (i: number, j: number) => {
       const ratios = perRun[i]!.map((x, run) => x / perRun[j]![run]!).sort((a, b) => a - b);
       return Math.round(ratios[Math.floor(ratios.length / 2)]! * 100) / 100;
+    };
+    // Added time per message through the port: the median over runs of (1/drizzle - 1/native) / (1/native).
+    const addedPerMessage = () => {
+      const added = perRun[DRIZZLE]!.map((x, run) => perRun[NATIVE]![run]! / x - 1).sort((a, b) => a - b);
+      return Math.round(added[Math.floor(added.length / 2)]! * 1000) / 10;
     };
     const report = {
       at: new Date().toISOString(),
@@ -286,7 +307,8 @@ async function main(): Promise<void> {
       kafkaPartitions: KAFKA_PARTITIONS,
       runs: RUNS,
       rows,
-      ratios: {
+      ratios: PORT_ONLY ? { drizzlePortVsNative: rate(DRIZZLE, NATIVE), drizzleAddedTimePerMessagePercent: addedPerMessage() } : {
+        drizzleAddedTimePerMessagePercent: addedPerMessage(),
         transactionalVsFloor: rate(1, 0),
         redisVsFloor: rate(2, 0),
         kafkaPerRecordVsFloor: rate(4, 3),
@@ -294,6 +316,7 @@ async function main(): Promise<void> {
         kafkaPerChunkVsPerRecord: rate(5, 4),
         rabbitBatchVsFloorPrefetch32: rate(6, 0),
         rabbitBatchVsFloorPrefetch100: rate(8, 7),
+        drizzlePortVsNative: rate(DRIZZLE, NATIVE),
       },
     };
     writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);

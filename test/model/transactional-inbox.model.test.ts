@@ -29,6 +29,7 @@ import fc from 'fast-check';
 import type { Pool, PoolClient } from 'pg';
 import { type ClaimOptions, silentLogger } from '../../src';
 import { PostgresClaimer, type TransactionReceipt } from '../../adapters/postgres';
+import { type PortName, portUnderTest } from '../integration/postgres/support/ports';
 import { freshSchema, type SchemaFixture } from '../integration/postgres/support/pg-helpers';
 import { describeWithServices } from '../support/services';
 
@@ -60,8 +61,10 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 interface InFlight {
   readonly key: string;
   readonly fence: number;
-  readonly receipt: TransactionReceipt;
+  readonly receipt: TransactionReceipt<unknown>;
   effectWritten: boolean;
+  /** The backend pid of its transaction's session (undefined once gone). */
+  readonly pid: number | undefined;
 }
 
 /** A consumer's view of the broker and the deliveries, over one run's keys. */
@@ -70,7 +73,7 @@ class History {
   readonly pending = new Map<string, number>();
   readonly inFlight: InFlight[] = [];
   /** Receipts of crashed workers: never used again in the history; their clients are returned at the end. */
-  readonly abandoned: TransactionReceipt[] = [];
+  readonly abandoned: TransactionReceipt<unknown>[] = [];
   readonly published = new Set<string>();
   /** Fence of each key's successful commit. */
   readonly committed = new Map<string, number>();
@@ -81,7 +84,8 @@ class History {
 
   constructor(
     readonly f: SchemaFixture,
-    readonly claimer: PostgresClaimer,
+    readonly claimer: PostgresClaimer<unknown>,
+    readonly flavor: Flavor,
     readonly effects: string,
     readonly run: string,
     /** Write the effect on the pool instead of ctx.transaction (a broken handler: the checks must catch it). */
@@ -124,14 +128,17 @@ class History {
     if (committedFence !== undefined) throw new Error(`${key} acquired again (fence ${fence}) after its commit (fence ${committedFence})`);
     if (!(fence > (this.highestFence.get(key) ?? 0))) throw new Error(`fencing token of ${key} did not increase: ${this.highestFence.get(key)} then ${fence}`);
     this.highestFence.set(key, fence);
-    this.inFlight.push({ key, fence, receipt: result.receipt as TransactionReceipt, effectWritten: false });
+    const pid = await this.flavor.pid(result.receipt.transaction);
+    this.inFlight.push({ key, fence, receipt: result.receipt as TransactionReceipt<unknown>, effectWritten: false, pid });
   }
 
   /** The handler's effect, through ctx.transaction. False when the transaction is gone. */
   async effect(d: InFlight): Promise<boolean> {
     if (d.effectWritten) return true;
     try {
-      await (this.bypassTransaction ? this.f.pool : (d.receipt.transaction as PoolClient)).query(`INSERT INTO ${this.effects} (key, fence) VALUES ($1, $2)`, [d.key, d.fence]);
+      const text = `INSERT INTO ${this.effects} (key, fence) VALUES ($1, $2)`;
+      if (this.bypassTransaction) await this.f.pool.query(text, [d.key, d.fence]);
+      else await this.flavor.write(d.receipt.transaction, text, [d.key, d.fence]);
       d.effectWritten = true;
       return true;
     } catch (error) {
@@ -194,8 +201,7 @@ class History {
   }
 
   private async backendPid(d: InFlight): Promise<number | undefined> {
-    const client = d.receipt.transaction as PoolClient & { processID?: number };
-    return typeof client.processID === 'number' ? client.processID : undefined;
+    return d.pid;
   }
 
   private remove(d: InFlight): void {
@@ -244,8 +250,8 @@ class History {
   }
 }
 
-async function runHistory(f: SchemaFixture, claimer: PostgresClaimer, effects: string, run: string, steps: readonly Step[], bypassTransaction = false): Promise<History> {
-  const h = new History(f, claimer, effects, run, bypassTransaction);
+async function runHistory(f: SchemaFixture, claimer: PostgresClaimer<unknown>, flavor: Flavor, effects: string, run: string, steps: readonly Step[], bypassTransaction = false): Promise<History> {
+  const h = new History(f, claimer, flavor, effects, run, bypassTransaction);
   try {
     for (const s of steps) {
       switch (s.op) {
@@ -299,41 +305,87 @@ const CRASH_AND_LOST_ACK: Step[] = [
   { op: 'deliver', key: 1 },
 ];
 
+/**
+ * How the claim's transaction is opened: by the claimer on a pool client (`native`), or by a
+ * database library through its transaction port (`pg`, `drizzle`: `transactions` in the
+ * claimer's dependencies). The history is the same; only the effect's statement and the way to
+ * find the transaction's session differ.
+ */
+interface Flavor {
+  readonly name: 'native' | PortName;
+  claimer(f: SchemaFixture): PostgresClaimer<unknown>;
+  write(tx: unknown, text: string, values: unknown[]): Promise<void>;
+  /** The backend pid of the transaction's session. */
+  pid(tx: unknown): Promise<number | undefined>;
+}
+
+const CLAIMER_OPTIONS = { mode: 'transactional', keepKeyText: true, operationTimeoutMs: 2000 } as const;
+
+function flavor(name: Flavor['name']): Flavor {
+  if (name === 'native') {
+    return {
+      name,
+      claimer: (f) => new PostgresClaimer({ pool: f.pool as Pool, logger: silentLogger }, { schema: f.schema, ...CLAIMER_OPTIONS }) as PostgresClaimer<unknown>,
+      write: async (tx, text, values) => void (await (tx as PoolClient).query(text, values)),
+      pid: async (tx) => (tx as PoolClient & { processID?: number }).processID,
+    };
+  }
+  let port: ReturnType<typeof portUnderTest>['port'] | undefined;
+  return {
+    name,
+    claimer: (f) => {
+      port = portUnderTest(name, f.pool as Pool).port;
+      return new PostgresClaimer({ pool: f.pool as Pool, logger: silentLogger, transactions: port }, { schema: f.schema, ...CLAIMER_OPTIONS });
+    },
+    write: async (tx, text, values) => void (await port!.query(tx, text, values)),
+    pid: async (tx) => {
+      const rows = await port!.query(tx, 'SELECT pg_backend_pid()::text AS pid', []).catch(() => []);
+      return rows[0] === undefined ? undefined : Number(rows[0].pid);
+    },
+  };
+}
+
+/** The flavors this run checks: every one by default; TWOPHASE_MODEL_FLAVORS=native,drizzle to choose. */
+const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS ?? 'native,pg,drizzle').split(',') as Flavor['name'][];
+
 describeWithServices(['postgres'], 'model: the transactional inbox policy on the real PostgresClaimer (127.0.0.1:5432)', () => {
-  let f: SchemaFixture;
-  let effects: string;
-  let claimer: PostgresClaimer;
-  beforeAll(async () => {
-    f = await freshSchema('txmodel', { pool: { max: 16 } });
-    effects = `${f.schema}.effects`;
-    // No unique constraint: a repeated effect is a second row.
-    await f.pool.query(`CREATE TABLE ${effects} (key text NOT NULL, fence bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
-    claimer = new PostgresClaimer({ pool: f.pool as Pool, logger: silentLogger }, { schema: f.schema, mode: 'transactional', keepKeyText: true, operationTimeoutMs: 2000 });
-    await claimer.ready();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
+  describe.each(FLAVORS)('transactions: %s', (flavorName) => {
+    const fl = flavor(flavorName);
+    let f: SchemaFixture;
+    let effects: string;
+    let claimer: PostgresClaimer<unknown>;
+    beforeAll(async () => {
+      f = await freshSchema('txmodel', { pool: { max: 16 } });
+      effects = `${f.schema}.effects`;
+      // No unique constraint: a repeated effect is a second row.
+      await f.pool.query(`CREATE TABLE ${effects} (key text NOT NULL, fence bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+      claimer = fl.claimer(f);
+      await claimer.ready();
+    });
+    afterAll(async () => {
+      await f?.cleanup();
+    });
 
-  test('no effect written through the transaction repeats, under crashes, lost acks, lease expiry and redelivery', async () => {
-    let run = 0;
-    await fc.assert(
-      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 30 }), async (steps) => {
-        await runHistory(f, claimer, effects, `r${++run}`, steps);
-      }),
-      { numRuns: 40, examples: [[STALLED_OWNER], [CRASH_AND_LOST_ACK]] },
-    );
-  }, 600_000);
+    test('no effect written through the transaction repeats, under crashes, lost acks, lease expiry and redelivery', async () => {
+      let run = 0;
+      await fc.assert(
+        fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 30 }), async (steps) => {
+          await runHistory(f, claimer, fl, effects, `r${++run}`, steps);
+        }),
+        { numRuns: 40, examples: [[STALLED_OWNER], [CRASH_AND_LOST_ACK]] },
+      );
+    }, 600_000);
 
-  test('lease expiry: the stalled owner\'s late COMMIT fails and applies nothing; the redelivery\'s commit is the one effect', async () => {
-    const h = await runHistory(f, claimer, effects, 'stalled', STALLED_OWNER);
-    const key = h.key(0);
-    expect(h.failedCommits.size).toBe(1); // the stalled owner (the first fence)
-    const [failed] = [...h.failedCommits];
-    expect(Number(failed!.split(' ')[1])).toBeLessThan(h.committed.get(key)!);
-  });
+    test('lease expiry: the stalled owner\'s late COMMIT fails and applies nothing; the redelivery\'s commit is the one effect', async () => {
+      const h = await runHistory(f, claimer, fl, effects, 'stalled', STALLED_OWNER);
+      const key = h.key(0);
+      expect(h.failedCommits.size).toBe(1); // the stalled owner (the first fence)
+      const [failed] = [...h.failedCommits];
+      expect(Number(failed!.split(' ')[1])).toBeLessThan(h.committed.get(key)!);
+    });
 
-  test('the checks have teeth: an effect written beside the transaction (on the pool) is caught repeating after a crash', async () => {
-    await expect(runHistory(f, claimer, effects, 'bypass', CRASH_AND_LOST_ACK, true)).rejects.toThrow(/the effect of bypass-b repeated|not completed by that fence/);
+    test('the checks have teeth: an effect written beside the transaction (on the pool) is caught repeating after a crash', async () => {
+      await expect(runHistory(f, claimer, fl, effects, 'bypass', CRASH_AND_LOST_ACK, true)).rejects.toThrow(/the effect of bypass-b repeated|not completed by that fence/);
+    });
   });
 });

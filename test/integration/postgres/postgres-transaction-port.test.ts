@@ -7,7 +7,8 @@
  */
 import type { ClaimOptions, OutboxEnvelope } from '../../../src';
 import { runOnce } from '../../../src';
-import { PostgresClaimer, TransactionAbortedError, type TransactionReceipt } from '../../../adapters/postgres';
+import type { PoolClient } from 'pg';
+import { pgTransactions, PostgresClaimer, TransactionAbortedError, TransactionMisuseError, type TransactionReceipt } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { silentLogger } from '../redis/support/redis-helpers';
 import { freshSchema, type SchemaFixture } from './support/pg-helpers';
@@ -159,6 +160,26 @@ describeWithServices(['postgres'], 'PostgresClaimer transactional mode through a
       expect(await runOnce(options, fn)).toMatchObject({ status: 'ran', committed: true, result: { rows: 1 } });
       expect(await runOnce(options, fn)).toMatchObject({ status: 'replayed', result: { rows: 1 } });
       expect(await count('day-1')).toBe(1);
+    });
+  });
+
+  describe('pgTransactions', () => {
+    let f: SchemaFixture;
+    beforeEach(async () => {
+      f = await freshSchema('ormcore_pgtx');
+    });
+    afterEach(async () => {
+      await f.cleanup();
+    });
+
+    test('the client handed out refuses COMMIT inside the claim and any query once the transaction ended', async () => {
+      const claimer = new PostgresClaimer({ pool: f.pool, logger: silentLogger, transactions: pgTransactions(f.pool) }, { schema: f.schema, mode: 'transactional' });
+      const claim = await claimer.claim('g1', OPTIONS);
+      if (claim.state !== 'acquired') throw new Error(claim.state);
+      const client = (claim.receipt as TransactionReceipt<PoolClient>).transaction;
+      await expect(client.query('COMMIT')).rejects.toBeInstanceOf(TransactionMisuseError);
+      await claim.receipt.release();
+      await expect(client.query('SELECT 1')).rejects.toBeInstanceOf(TransactionAbortedError);
     });
   });
 
