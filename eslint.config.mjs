@@ -7,7 +7,7 @@ import tseslint from 'typescript-eslint';
 const brokerAndStoreClients = ['amqplib', 'amqp-connection-manager', 'kafkajs', 'ioredis', 'pg', '@opentelemetry/*'];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.kafka/**', '.tmp/**', 'scripts/**/*.mjs', 'docs/api/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.kafka/**', '.tmp/**', 'scripts/**/*.mjs', 'docs/api/**', 'test/support/prisma/generated/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,7 +1,13 @@
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }],
+    // Kysely 0.29 ships ES modules only. Node (>= 20.19) requires them natively; jest's own module
+    // loader does not, so its files are turned into CommonJS for the tests that load it.
+    '/node_modules/kysely/.+\\.js$': ['ts-jest', { tsconfig: { allowJs: true, module: 'commonjs', target: 'ES2022' } }],
+  },
+  transformIgnorePatterns: ['/node_modules/(?!kysely/)'],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   moduleFileExtensions: ['ts', 'js', 'json'],
   // Integration suites start and stop real services; keep them serial on a 2-core machine.

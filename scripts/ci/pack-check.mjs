@@ -19,12 +19,18 @@
  *         `<!-- typecheck -->` (an HTML comment right above the fence; lines inside the comment
  *         are declarations prepended to the block, e.g. `declare const logger: Logger;`). A ts
  *         block must be marked `<!-- typecheck -->` or `<!-- typecheck: skip (why) -->`, so no
- *         block escapes the check unnoticed;
+ *         block escapes the check unnoticed. `<!-- typecheck: esm (why) -->` checks a block in the
+ *         esm and bundler settings only (a library that ships ES modules only, such as Kysely);
  *       - every .ts file under examples/, with its imports of the repository's own folders
  *         (`../../src`, `../../src/adapter-kit`, `../../adapters/redis`) rewritten to the
  *         package's entry points (`twophase`, `twophase/adapter-kit`, `twophase/redis`): an
  *         example that reaches past an entry point fails.
  *         In the esm setting relative imports get the `.js` ending node16 ESM requires.
+ *
+ *     The ORM libraries of the transaction port are installed as a user installs them: Prisma's
+ *     CLI and driver adapter beside @prisma/client, then `prisma generate` on the schema that
+ *     docs/orm/prisma.md shows, into docs-blocks/generated/prisma of each setting (the module
+ *     format and import endings of that setting), which the Prisma blocks import.
  *
  *  4. Only the clients a service uses get installed: a project with the tarball and kafkajs holds
  *     no amqplib nor amqp-connection-manager, and one with the tarball and the RabbitMQ clients
@@ -59,7 +65,19 @@ const EXAMPLE_PACKAGES = ['commander', '@opentelemetry/sdk-node', '@opentelemetr
 /** Packages only the docs' blocks import (not used by the repository itself). @nestjs/common 12 ships ESM only, so a CommonJS package runs Nest 11: the check uses 11. */
 const DOC_PACKAGES = ['@nestjs/common@11', 'rxjs@7', 'reflect-metadata@0.2'];
 /** The peer clients a user installs next to twophase. */
-const PEER_CLIENTS = ['ioredis', 'amqplib', 'amqp-connection-manager', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api', 'drizzle-orm'];
+const PEER_CLIENTS = ['ioredis', 'amqplib', 'amqp-connection-manager', 'kafkajs', '@platformatic/kafka', 'pg', '@opentelemetry/api', 'drizzle-orm', '@prisma/client', 'kysely', 'typeorm'];
+/** What a Prisma user installs beside @prisma/client: the CLI that generates the client, and the driver adapter. */
+const PRISMA_TOOLS = ['prisma', '@prisma/adapter-pg'];
+/**
+ * TypeORM 1.1 declares an optional peer ioredis@^5, which npm refuses beside ioredis 6 (ERESOLVE);
+ * docs/orm/typeorm.md gives users this override.
+ */
+const OVERRIDES = { typeorm: { ioredis: '^6.0.0' } };
+/**
+ * `prisma generate` runs no engine, but the CLI looks for its schema engine first and downloads it
+ * from binaries.prisma.sh when missing; any existing file named here skips that download.
+ */
+const PRISMA_ENV = { PRISMA_SCHEMA_ENGINE_BINARY: process.execPath, PRISMA_HIDE_UPDATE_MESSAGE: '1' };
 /** Declarations of peer clients whose own type errors under `skipLibCheck: false` are not twophase's (they are shown, not counted). */
 const FOREIGN_DECLARATIONS = ['../node_modules/drizzle-orm/'];
 /** Type packages a user installs beside a peer client that ships no types of its own (pg). */
@@ -165,6 +183,7 @@ function docBlocks() {
       if (j >= 0 && lines[j].trim() === '-->') while (j > 0 && !lines[j].startsWith('<!--')) j--;
       const marker = j >= 0 ? lines[j].trim() : '';
       if (/^<!--\s*typecheck:\s*skip/.test(marker)) continue;
+      const esmOnly = /^<!--\s*typecheck:\s*esm\b/.test(marker);
       if (!/^<!--\s*typecheck\b/.test(marker)) {
         problems.push(`${doc}:${i + 1}: a ts block without <!-- typecheck --> or <!-- typecheck: skip (why) --> above it`);
         continue;
@@ -173,7 +192,7 @@ function docBlocks() {
       let end = i + 1;
       while (end < lines.length && !lines[end].startsWith('```')) end++;
       const name = `${doc.replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}-line-${i + 1}.ts`;
-      blocks.push({ name, code: [...prelude, ...lines.slice(i + 1, end), 'export {};', ''].join('\n') });
+      blocks.push({ name, esmOnly, code: [...prelude, ...lines.slice(i + 1, end), 'export {};', ''].join('\n') });
       i = end;
     }
   }
@@ -200,15 +219,46 @@ function asUserCode(file, code, esm) {
   });
 }
 
+/** A doc block's relative imports (`./generated/prisma/client`) with the `.js` ending node16 ESM requires. */
+function withJsEndings(code) {
+  return code.replace(/(from\s+)(['"])(\.{1,2}\/[^'"]+?)(?<!\.js)\2/g, (_whole, lead, quote, spec) => `${lead}${quote}${spec}.js${quote}`);
+}
+
+/** The first ```prisma block of docs/orm/prisma.md: the schema its examples use. */
+function prismaSchema() {
+  const match = /^```prisma\n([\s\S]*?)^```/m.exec(readFileSync(join(ROOT, 'docs', 'orm', 'prisma.md'), 'utf8'));
+  if (!match) fail('docs/orm/prisma.md shows no ```prisma schema block');
+  return match[1];
+}
+
+/** `prisma generate` in the setting's folder, as its user would: output docs-blocks/generated/prisma. */
+function generatePrismaClient(dir, setting) {
+  const esm = SETTINGS[setting].type === 'module';
+  const generator = `  output   = "../docs-blocks/generated/prisma"\n  moduleFormat = "${esm ? 'esm' : 'cjs'}"\n  importFileExtension = "${setting === 'esm' ? 'js' : ''}"\n`;
+  const schema = prismaSchema().replace(/^\s*output\s*=.*\n/m, generator);
+  mkdirSync(join(dir, 'prisma'), { recursive: true });
+  writeFileSync(join(dir, 'prisma', 'schema.prisma'), schema);
+  const result = spawnSync(process.execPath, [join(project, 'node_modules', 'prisma', 'build', 'index.js'), 'generate', '--schema', join('prisma', 'schema.prisma')], {
+    cwd: dir,
+    encoding: 'utf8',
+    env: { ...process.env, ...PRISMA_ENV },
+  });
+  if (result.status !== 0) {
+    process.stdout.write(result.stdout + result.stderr);
+    problems.push(`${setting}: prisma generate failed`);
+  }
+}
+
 console.log('== temporary project: install the tarball and the peer clients');
 const project = join(work, 'project');
 mkdirSync(project);
-writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'twophase-pack-check', private: true, version: '0.0.0' }, null, 2));
+writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'twophase-pack-check', private: true, version: '0.0.0', overrides: OVERRIDES }, null, 2));
 const installs = [
   tarball,
   ...PEER_CLIENTS.map(versionOf),
   ...PEER_TYPES.map(versionOf),
   ...EXAMPLE_PACKAGES.map(versionOf),
+  ...PRISMA_TOOLS.map(versionOf),
   ...DOC_PACKAGES,
   versionOf('@types/node'),
   ...(process.env.TWOPHASE_PACK_CHECK_EXTRA ?? '').split(/\s+/).filter(Boolean),
@@ -217,7 +267,7 @@ console.log(`   npm install ${installs.map((s) => (s === tarball ? 'twophase.tgz
 if (run('npm', ['install', '--no-audit', '--no-fund', '--loglevel', 'error', ...installs], project).status !== 0) fail('npm install in the temporary project failed');
 
 const sources = [
-  ...docBlocks().map(({ name, code }) => ({ path: join('docs-blocks', name), code, example: false })),
+  ...docBlocks().map(({ name, code, esmOnly }) => ({ path: join('docs-blocks', name), code, example: false, esmOnly })),
   ...walk(join(ROOT, 'examples'), (p) => p.endsWith('.ts')).map((p) => ({ path: relative(ROOT, p), code: readFileSync(p, 'utf8'), file: p })),
 ];
 const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -246,10 +296,12 @@ for (const setting of settings) {
     ),
   );
   for (const source of sources) {
+    if (source.esmOnly && SETTINGS[setting].type !== 'module') continue;
     const out = join(dir, source.path);
     mkdirSync(dirname(out), { recursive: true });
-    writeFileSync(out, source.file ? asUserCode(source.file, source.code, setting === 'esm') : source.code);
+    writeFileSync(out, source.file ? asUserCode(source.file, source.code, setting === 'esm') : setting === 'esm' ? withJsEndings(source.code) : source.code);
   }
+  generatePrismaClient(dir, setting);
   const result = run(process.execPath, [tsc, '-p', 'tsconfig.json', '--pretty', 'false'], dir, { capture: true });
   // Errors inside a peer client's own declarations are the client's (drizzle-orm 0.45 does not pass
   // skipLibCheck: false: its sqlite-core types, a DOM TextDecoder type): shown, not counted.

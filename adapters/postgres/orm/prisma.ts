@@ -1,0 +1,92 @@
+/**
+ * `twophase/prisma`: the transaction port on Prisma ORM 7 (`@prisma/client` with a driver adapter
+ * such as `@prisma/adapter-pg`). The claimer's transactional mode then runs each delivery in one
+ * interactive transaction of the application's own `PrismaClient`, and the handler writes its
+ * effect with Prisma's model API on `ctx.transaction`:
+ *
+ * ```ts
+ * import { PrismaPg } from '@prisma/adapter-pg';
+ * import { PrismaClient } from './generated/prisma/client';
+ * import { prismaTransactions } from 'twophase/prisma';
+ * const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL }) });
+ * const transactions = prismaTransactions(prisma);
+ * // transactions.transaction(async (tx) => tx.order.create({ data }), limits)
+ * ```
+ *
+ * The interactive transaction's timer: Prisma closes an interactive transaction after its
+ * `timeout` (5000 ms unless the client's `transactionOptions` say otherwise) and waits at most
+ * `maxWait` (2000 ms) for a connection. This port passes twophase's limits for every transaction
+ * it opens: `timeout` = `limits.timeoutMs` (the claim's lease plus a margin) and `maxWait` =
+ * `limits.maxWaitMs`, overriding the client's `transactionOptions` for these transactions only.
+ * The lease ends first; Prisma's timer is the backstop that frees the connection of an owner
+ * that stopped. To give a handler more time, raise the claimer's lease (`leaseTtlMs`), not
+ * Prisma's timeout.
+ */
+// First: a missing client library is named before any module that needs it loads.
+import { SUPPORTED_RANGE } from './prisma-peer';
+import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
+import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
+import type { ITXClientDenyList } from '@prisma/client/runtime/client';
+import type { SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
+
+export { SUPPORTED_RANGE };
+
+/** Options of {@link prismaTransactions}. */
+export interface PrismaTransactionsOptions {
+  /** Where a version warning goes (`@prisma/client` outside ^7). Default: the core's `consoleWarnLogger`. */
+  readonly logger?: Pick<Logger, 'warn'>;
+}
+
+/** What the port needs of a `PrismaClient` (generated or extended with `$extends`). */
+export interface PrismaTransactionHost {
+  $transaction(...args: never[]): unknown;
+  $queryRawUnsafe(query: string, ...values: never[]): unknown;
+}
+
+/** The two calls the port makes, as Prisma documents them. */
+interface PrismaCalls<Tx> {
+  $transaction<R>(fn: (tx: Tx) => Promise<R>, options: { maxWait: number; timeout: number }): Promise<R>;
+  $queryRawUnsafe<T>(query: string, ...values: unknown[]): Promise<T>;
+}
+
+/**
+ * Prisma's interactive-transaction client for `Client`: the client without the methods a
+ * transaction does not have (`$connect`, `$transaction`, `$extends`…), as Prisma types the `tx`
+ * of `prisma.$transaction(async (tx) => …)`. `ctx.transaction.order.create(…)` type-checks on it.
+ */
+export type PrismaTransactionClient<Client> = Omit<Client, ITXClientDenyList>;
+
+/**
+ * The transaction port on a `PrismaClient`.
+ * - `transaction(work, limits)` is `prisma.$transaction(async (tx) => work(tx), { timeout:
+ *   limits.timeoutMs, maxWait: limits.maxWaitMs })`: Prisma commits when `work` resolves and rolls
+ *   back when it rejects; a failed COMMIT rejects with Prisma's error.
+ * - `query(tx, text, values)` is `tx.$queryRawUnsafe(text, ...values)`: `$1`… placeholders bound
+ *   by the driver adapter, never spliced into the text.
+ * @param prisma the application's client, with a PostgreSQL driver adapter
+ * @param options see {@link PrismaTransactionsOptions}
+ * @throws ConfigurationError on an unknown option, or when `prisma` has no `$transaction` or `$queryRawUnsafe`
+ */
+export function prismaTransactions<Client extends PrismaTransactionHost>(prisma: Client, options: PrismaTransactionsOptions = {}): TransactionPort<PrismaTransactionClient<Client>> {
+  const host = prisma as unknown as { $transaction?: unknown; $queryRawUnsafe?: unknown } | null;
+  if (typeof host?.$transaction !== 'function' || typeof host.$queryRawUnsafe !== 'function') {
+    throw new ConfigurationError('prismaTransactions(prisma): prisma must be a PrismaClient (it has no $transaction / $queryRawUnsafe)');
+  }
+  checkKnownOptions('prismaTransactions options', options, ['logger']);
+  checkPeerVersion('@prisma/client', SUPPORTED_RANGE, options.logger ?? consoleWarnLogger);
+  return new PrismaTransactionPort<PrismaTransactionClient<Client>>(prisma as unknown as PrismaCalls<PrismaTransactionClient<Client>>);
+}
+
+class PrismaTransactionPort<Tx> implements TransactionPort<Tx> {
+  readonly name = 'prisma';
+
+  constructor(private readonly prisma: PrismaCalls<Tx>) {}
+
+  transaction<T>(work: (tx: Tx) => Promise<T>, limits: TransactionLimits): Promise<T> {
+    return this.prisma.$transaction((tx) => work(tx), { timeout: limits.timeoutMs, maxWait: limits.maxWaitMs });
+  }
+
+  query(tx: Tx, text: string, values: readonly unknown[]): Promise<readonly SqlRow[]> {
+    return (tx as unknown as PrismaCalls<Tx>).$queryRawUnsafe<SqlRow[]>(text, ...values);
+  }
+}
