@@ -11,7 +11,9 @@
  *   in staging order, and none while a row of that key is under a live lease, or an older row is
  *   waiting for a retry or dead under `deadKeyPolicy: 'hold'`: a key is held by one lease at a time;
  * - `extend`, `complete`, `fail` and `release` act only on rows still leased under the caller's
- *   token: a relay whose lease was taken over changes nothing.
+ *   token: a relay whose lease was taken over changes nothing; `extend` also refuses a lease that
+ *   already ran out (a later claim may hold an older row of the same key), so the relay stops
+ *   publishing those rows.
  */
 import type { OutboxEnvelope, OutboxSystem } from './outbox-message';
 

@@ -9,10 +9,13 @@ export function claim(schema: string): string {
   return `SELECT * FROM ${schema}.twophase_outbox_claim($1, $2, $3, $4::text[], $5)`;
 }
 
-/** $1 sequences, $2 fencing token, $3 owner, $4 lease ms → the sequences still held. */
+/**
+ * $1 sequences, $2 fencing token, $3 owner, $4 lease ms → the sequences still held. A lease that
+ * ran out is not revived: another relay may have claimed the head of the same key meanwhile.
+ */
 export function extend(schema: string): string {
   return `UPDATE ${schema}.twophase_outbox SET lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
-           WHERE seq = ANY ($1::bigint[]) AND fencing_token = $2 AND lease_owner = $3 RETURNING seq`;
+           WHERE seq = ANY ($1::bigint[]) AND fencing_token = $2 AND lease_owner = $3 AND lease_expires_at > clock_timestamp() RETURNING seq`;
 }
 
 /** $1 sequences, $2 fencing token: deletes published rows. A row given back keeps the token until claimed again, so it is removed too. */
