@@ -92,6 +92,9 @@ export function stageOutbox(db: SqlExecutor, messages: OutboxMessage | readonly 
  * the transaction's start time in a statement of its own and every staging statement checks it is
  * still in that transaction: a client in auto-commit (or a Pool, or a transaction that ended)
  * runs each statement in a transaction of its own, so the times differ and nothing is staged.
+ * (The first statement cannot check this alone: under the extended query protocol, which `pg`
+ * uses for parameters, `statement_timestamp()` moves on between a statement's Parse and its
+ * Execute, so it differs from `transaction_timestamp()` in auto-commit too; tried, and refused.)
  */
 export class PostgresOutboxWriter implements OutboxWriter {
   private transactionStarted: Promise<string> | undefined;
@@ -108,10 +111,10 @@ export class PostgresOutboxWriter implements OutboxWriter {
   ) {}
 
   private started(): Promise<string> {
-    this.transactionStarted ??= this.db.query("SELECT transaction_timestamp()::text AS t", []).then((r) => {
+    this.transactionStarted ??= this.db.query('SELECT transaction_timestamp()::text AS t', []).then((r) => {
       const rows = (r as { rows?: { t?: unknown }[] } | null)?.rows;
       const t = rows?.[0]?.t;
-      if (typeof t !== 'string') throw new ConfigurationError('stageOutbox: the client\'s query() did not return { rows } as pg does; pass a pg client or an adapter returning pg-shaped results');
+      if (typeof t !== 'string') throw new ConfigurationError("stageOutbox: the client's query() did not return { rows } as pg does; pass a pg client or an adapter returning pg-shaped results");
       return t;
     });
     return this.transactionStarted;
@@ -119,24 +122,42 @@ export class PostgresOutboxWriter implements OutboxWriter {
 
   async stage(envelopes: readonly OutboxEnvelope[]): Promise<void> {
     if (envelopes.length === 0) return;
-    const params: unknown[] = [
-      envelopes.map((e) => e.id),
-      envelopes.map((e) => e.system),
-      envelopes.map((e) => JSON.stringify(e.destination)),
-      envelopes.map((e) => JSON.stringify(e.headers)),
-      envelopes.map((e) => JSON.stringify(e.properties)),
-      envelopes.map((e) => e.body),
-      envelopes.map((e) => e.orderingKey),
-      this.notify && !this.notified,
-    ];
+    // One message (the common call) goes as plain values, wrapped in arrays by the server: the
+    // body travels as bytes instead of hex text inside an array literal, which the client would
+    // build and the server parse.
+    const one = envelopes.length === 1 ? envelopes[0]! : undefined;
+    const params: unknown[] = one
+      ? [one.id, one.system, JSON.stringify(one.destination), JSON.stringify(one.headers), JSON.stringify(one.properties), one.body, one.orderingKey]
+      : [
+          envelopes.map((e) => e.id),
+          envelopes.map((e) => e.system),
+          envelopes.map((e) => JSON.stringify(e.destination)),
+          envelopes.map((e) => JSON.stringify(e.headers)),
+          envelopes.map((e) => JSON.stringify(e.properties)),
+          envelopes.map((e) => e.body),
+          envelopes.map((e) => e.orderingKey),
+        ];
+    params.push(this.notify && !this.notified);
     try {
       params.push(this.probe ? await this.started() : null);
-      await this.db.query(`SELECT ${this.schema}.twophase_outbox_stage($1::uuid[], $2::text[], $3::jsonb[], $4::jsonb[], $5::jsonb[], $6::bytea[], $7::text[], $8::boolean, $9::timestamptz)`, params);
+      await this.db.query(stageStatement(this.schema, one !== undefined), params);
       if (this.notify) this.notified = true;
     } catch (error) {
       throw stagingError(error);
     }
   }
+}
+
+/**
+ * The staging statement. Parameters: $1 ids, $2 systems, $3 destinations, $4 headers,
+ * $5 properties (JSON text), $6 bodies, $7 ordering keys (each a plain value when `one`, else an
+ * array, in order), $8 notify, $9 the transaction's start time (NULL: not checked).
+ */
+function stageStatement(schema: string, one: boolean): string {
+  const args = one
+    ? 'ARRAY[$1::uuid], ARRAY[$2::text], ARRAY[$3::jsonb], ARRAY[$4::jsonb], ARRAY[$5::jsonb], ARRAY[$6::bytea], ARRAY[$7::text]'
+    : '$1::uuid[], $2::text[], $3::jsonb[], $4::jsonb[], $5::jsonb[], $6::bytea[], $7::text[]';
+  return `SELECT ${schema}.twophase_outbox_stage(${args}, $8::boolean, $9::timestamptz)`;
 }
 
 /** The typed error of a failed staging statement, naming the fix. */

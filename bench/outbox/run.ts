@@ -16,11 +16,13 @@
  *               `keyConcurrency` in flight;
  *   staging     one staging call (`transactionOutbox(client).stage`, as `ctx.outbox` does) against
  *               a plain INSERT of the same row into a table `LIKE twophase_outbox INCLUDING ALL`
- *               (same columns, defaults and indexes), `--stage` calls in an open transaction,
- *               interleaved rounds; and one message per transaction (BEGIN, `stageOutbox` with its
- *               first-call check, COMMIT) against BEGIN, INSERT, COMMIT;
+ *               (same columns, defaults and indexes), `--stage` calls of each in one open
+ *               transaction, alternating call by call and each call timed; and one message per
+ *               transaction (BEGIN, `stageOutbox` with its first-call check, COMMIT) against BEGIN,
+ *               INSERT, COMMIT, alternating transaction by transaction;
  *   lag         staging COMMIT → downstream twophase handler (RabbitMqSource + InMemoryClaimer),
- *               one message per transaction at each of `--rates` msg/s for `--lag-seconds`, the relay woken
+ *               one message per transaction at each of `--rates` msg/s for `--lag-seconds` from
+ *               `--lag-lanes` connections (a commit waits for the disk's flush), the relay woken
  *               by LISTEN/NOTIFY (polling every 1 s as the fallback; the relay's defaults),
  *               p50 / p99 / max;
  *   size        `--size` messages staged (transactions of 1,000) and relayed in cycles of 10,000
@@ -34,9 +36,9 @@
  * Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/outbox/run.ts [--runs 3] [--messages 5000] [--batch 100] [--stage 500]
- *     [--rates 1000,200] [--lag-seconds 10] [--size 200000] [--parts throughput,staging,lag,size] [--out file.json]
+ *     [--rates 1000,200] [--lag-seconds 10] [--lag-lanes 50] [--size 200000] [--parts throughput,staging,lag,size] [--out file.json]
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -91,12 +93,12 @@ const KAFKA_BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',')
 /** 1 KiB of JSON (the lag part's downstream consumer decodes it). */
 const BODY = Buffer.from(JSON.stringify({ pad: 'x'.repeat(1024 - 12) }));
 /** Staging transactions in flight in the lag part (one message each, paced to `--rate`). */
-const LAG_LANES = 20;
+const LAG_LANES = arg('lag-lanes', 50);
 /** The relay's defaults: publishes of one claim in flight at once, across ordering keys; claims in progress at once. */
 const KEY_CONCURRENCY = OUTBOX_RELAY_DEFAULTS.keyConcurrency;
 const CLAIM_CONCURRENCY = OUTBOX_RELAY_DEFAULTS.claimConcurrency;
 
-const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'test', max: 30 });
+const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'test', max: Math.max(30, LAG_LANES + 10) });
 const schema = `bench_outbox_${randomBytes(4).toString('hex')}`;
 const table = `${schema}.twophase_outbox`;
 const step = (line: string) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
@@ -415,7 +417,7 @@ async function staging(): Promise<StagingFigures> {
   const message = (i: number): OutboxMessage => ({ to: { exchange: 'orders', routingKey: 'order.placed' }, body: BODY, headers: { 'x-tenant': 't1' }, orderingKey: `order-${i % 100}` });
   const insert = (i: number) =>
     client.query(`INSERT INTO ${plain} (id, system, destination, headers, properties, body, ordering_key) VALUES ($1, 'rabbitmq', $2, $3, $4, $5, $6)`, [
-      randomUuid(),
+      randomUUID(),
       { exchange: 'orders', routingKey: 'order.placed' },
       { 'x-tenant': 't1' },
       {},
@@ -423,27 +425,42 @@ async function staging(): Promise<StagingFigures> {
       `order-${i % 100}`,
     ]);
   try {
+    // The variants alternate call by call (the order rotating), each call timed on its own, so a
+    // burst of load on the shared machine falls on all of them alike.
     for (let run = 0; run < RUNS + 1; run++) {
-      const rec: Record<string, number> = {};
-      for (const variant of run % 2 === 0 ? ['stage', 'stage-bare', 'insert', 'stage-tx', 'insert-tx'] : ['insert-tx', 'stage-tx', 'insert', 'stage-bare', 'stage']) {
-        const started = performance.now();
-        if (variant === 'stage' || variant === 'stage-bare' || variant === 'insert') {
-          await client.query('BEGIN');
-          const outbox = transactionOutbox(client, { schema, notify: variant === 'stage' });
-          const bare = (i: number): OutboxMessage => ({ ...message(i), orderingKey: null });
-          for (let i = 0; i < STAGE_CALLS; i++) await (variant === 'stage' ? outbox.stage(message(i)) : variant === 'stage-bare' ? outbox.stage(bare(i)) : insert(i));
-          rec[variant] = ((performance.now() - started) * 1000) / STAGE_CALLS;
-          await client.query('COMMIT');
-        } else {
-          const n = Math.max(50, Math.floor(STAGE_CALLS / 5));
-          for (let i = 0; i < n; i++) {
-            await client.query('BEGIN');
-            await (variant === 'stage-tx' ? stageOutbox(client, message(i), { schema }) : insert(i));
-            await client.query('COMMIT');
-          }
-          rec[variant] = ((performance.now() - started) * 1000) / n;
+      const total: Record<string, number> = { stage: 0, 'stage-bare': 0, insert: 0, 'stage-tx': 0, 'insert-tx': 0 };
+      await client.query('BEGIN');
+      const outbox = transactionOutbox(client, { schema, notify: true });
+      const bareOutbox = transactionOutbox(client, { schema, notify: false });
+      const bare = (i: number): OutboxMessage => ({ ...message(i), orderingKey: null });
+      const calls: Record<string, (i: number) => Promise<unknown>> = { stage: (i) => outbox.stage(message(i)), 'stage-bare': (i) => bareOutbox.stage(bare(i)), insert };
+      const order = ['stage', 'stage-bare', 'insert'];
+      for (let i = 0; i < STAGE_CALLS; i++) {
+        for (let j = 0; j < order.length; j++) {
+          const variant = order[(i + j) % order.length]!;
+          const started = performance.now();
+          await calls[variant]!(i);
+          total[variant]! += performance.now() - started;
         }
       }
+      await client.query('COMMIT');
+      const n = Math.max(50, Math.floor(STAGE_CALLS / 5));
+      for (let i = 0; i < n; i++) {
+        for (const variant of i % 2 === 0 ? ['stage-tx', 'insert-tx'] : ['insert-tx', 'stage-tx']) {
+          const started = performance.now();
+          await client.query('BEGIN');
+          await (variant === 'stage-tx' ? stageOutbox(client, message(i), { schema }) : insert(i));
+          await client.query('COMMIT');
+          total[variant]! += performance.now() - started;
+        }
+      }
+      const rec: Record<string, number> = {
+        stage: (total.stage! * 1000) / STAGE_CALLS,
+        'stage-bare': (total['stage-bare']! * 1000) / STAGE_CALLS,
+        insert: (total.insert! * 1000) / STAGE_CALLS,
+        'stage-tx': (total['stage-tx']! * 1000) / n,
+        'insert-tx': (total['insert-tx']! * 1000) / n,
+      };
       await pool.query(`DELETE FROM ${table}; DELETE FROM ${plain}`);
       if (run === 0) continue; // warm-up round
       out.stageUs.push(rec.stage!);
@@ -462,10 +479,6 @@ async function staging(): Promise<StagingFigures> {
   return out;
 }
 
-function randomUuid(): string {
-  const h = randomBytes(16).toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
 
 // ---------------------------------------------------------------- lag
 
