@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { QueryResult } from 'pg';
-import { type ClaimManyEntry, type ClaimRequest, type JsonValue, validateKey } from '../../src';
-import { NonAcquiredReceipt, validateClaimOptions } from '../../src/adapter-kit';
+import { type JsonValue } from '../../src';
+import { NonAcquiredReceipt, validateClaimOptions, type ClaimManyEntry, type ClaimRequest, validateKey } from '../../src/adapter-kit';
 import { ChunkMemberLease, ChunkTransaction } from './chunk-transaction';
 import { SQLSTATE, sqlState, toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';

@@ -20,7 +20,6 @@
  *   rollback: a rolled-back innocent member's next attempt counts one more.
  */
 import type { PoolClient, QueryResult } from 'pg';
-import type { SharedTransaction } from '../../src';
 import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src/adapter-kit';
 import { sqlState, TransactionAbortedError, type TransactionMisuseError } from './errors';
 import type { KeyDigests } from './key-digest';
@@ -30,6 +29,7 @@ import { outcomeJson } from './standalone-lease';
 import { type ChunkCompletion, commitChunk, rollbackChunk } from './statements/chunk';
 import * as settle from './statements/settle';
 import { guardClient } from './transaction-lease';
+import { type SharedTransaction } from '../../src/adapter-kit';
 
 type ChunkState = 'open' | 'committing' | 'committed' | 'rolled_back';
 

@@ -8,8 +8,8 @@
  * (polling only), or give the notifier a pool that connects to PostgreSQL directly.
  */
 import type { Notification, Pool, PoolClient } from 'pg';
-import { ConfigurationError, type Logger, consoleWarnLogger, type OutboxNotifier, type OutboxSubscription } from '../../src';
-import { checkKnownOptions, describeType } from '../../src/adapter-kit';
+import { ConfigurationError, type Logger, consoleWarnLogger } from '../../src';
+import { checkKnownOptions, describeType, type OutboxNotifier, type OutboxSubscription } from '../../src/adapter-kit';
 import { toClaimerError } from './errors';
 import { DEFAULT_SCHEMA } from './identifiers';
 import { OUTBOX_CHANNEL } from './migrations';

@@ -7,19 +7,8 @@
  * (`query(text, params)`): a `pg` Client or PoolClient as is; an ORM's transaction through a
  * one-line adapter of its raw-query method.
  */
-import {
-  ConfigurationError,
-  InvalidOutboxMessageError,
-  type Outbox,
-  type OutboxEnvelope,
-  OutboxIdConflictError,
-  type OutboxMessage,
-  OutboxTransactionError,
-  type OutboxWriter,
-  ScopedOutbox,
-  TwophaseError,
-} from '../../src';
-import { checkKnownOptions, describeType } from '../../src/adapter-kit';
+import { ConfigurationError, InvalidOutboxMessageError, type Outbox, OutboxIdConflictError, type OutboxMessage, OutboxTransactionError, type OutboxWriter, ScopedOutbox, TwophaseError } from '../../src';
+import { checkKnownOptions, describeType, type OutboxEnvelope } from '../../src/adapter-kit';
 import { SchemaMismatchError, sqlState, toClaimerError, TransactionAbortedError } from './errors';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 

@@ -5,20 +5,8 @@
  * claim's fencing token.
  */
 import type { Pool } from 'pg';
-import {
-  ConfigurationError,
-  type OutboxClaim,
-  type OutboxClaimRequest,
-  type OutboxDestination,
-  type OutboxFailure,
-  type OutboxLease,
-  type OutboxProperties,
-  type OutboxRecord,
-  type OutboxStats,
-  type OutboxStore,
-  type OutboxSystem,
-} from '../../src';
-import { checkKnownOptions, describeType } from '../../src/adapter-kit';
+import { ConfigurationError, type OutboxDestination, type OutboxProperties, type OutboxStats, type OutboxSystem } from '../../src';
+import { checkKnownOptions, describeType, type OutboxClaim, type OutboxClaimRequest, type OutboxFailure, type OutboxLease, type OutboxRecord, type OutboxStore } from '../../src/adapter-kit';
 import { SchemaMismatchError, toClaimerError } from './errors';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 import { MIGRATIONS, REQUIRED_OUTBOX_VERSION } from './migrations';

@@ -4,20 +4,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
-import {
-  type Claimer,
-  type ClaimManyEntry,
-  type ClaimOptions,
-  type ClaimRequest,
-  type ClaimResult,
-  type Clock,
-  ConfigurationError as ClaimerConfigurationError,
-  type JsonValue,
-  type KeyPeek,
-  monotonicClock,
-  validateKey,
-} from '../../src';
-import { LeaseReceipt, LogLimiter, NonAcquiredReceipt, validateClaimOptions } from '../../src/adapter-kit';
+import { type Claimer, type ClaimOptions, type ClaimResult, type Clock, ConfigurationError as ClaimerConfigurationError, type JsonValue } from '../../src';
+import { LeaseReceipt, LogLimiter, NonAcquiredReceipt, validateClaimOptions, type ClaimManyEntry, type ClaimRequest, type KeyPeek, monotonicClock, validateKey } from '../../src/adapter-kit';
 import { toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';
 import {

@@ -24,22 +24,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { PoolClient, QueryResult } from 'pg';
-import {
-  type ClaimOptions,
-  ClaimerUnavailableError,
-  type ClaimResult,
-  type JsonValue,
-  type OutboxWriter,
-  KeyConflictError,
-  type SharedTransaction,
-} from '../../src';
-import {
-  type LeaseIdentity,
-  type LeaseOperations,
-  type LeaseOutcome,
-  LeaseReceipt,
-  NonAcquiredReceipt,
-} from '../../src/adapter-kit';
+import { type ClaimOptions, ClaimerUnavailableError, type ClaimResult, type JsonValue, type OutboxWriter, KeyConflictError } from '../../src';
+import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt, type SharedTransaction } from '../../src/adapter-kit';
 import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError, TransactionMisuseError } from './errors';
 import { transactionControl } from './transaction-control';
 import { type KeyDigests, sha256 } from './key-digest';
