@@ -13,6 +13,7 @@ import { waitFor } from '../../support/wait';
 import { silentLogger } from '../redis/support/redis-helpers';
 import { freshSchema, pgConfig, type SchemaFixture } from './support/pg-helpers';
 import { PORT_NAMES, portUnderTest } from './support/ports';
+import type { CrashChildConfig } from './support/crash-child';
 
 describeWithServices(['postgres'], 'transaction port: SIGKILL of the worker between the effect and the COMMIT', () => {
   let f: SchemaFixture;
@@ -28,8 +29,8 @@ describeWithServices(['postgres'], 'transaction port: SIGKILL of the worker betw
 
   test.each(PORT_NAMES)('%s: the effect rolls back with the dead session; the redelivery is attempt 2 and leaves exactly one effect', async (portName) => {
     const count = async () => (await f.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${f.schema}.effects`)).rows[0]!.n;
-    const config = { schema: f.schema, pg: pgConfig({ max: 4 }), port: portName, key: 'order-1' };
-    child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'support', 'port-child.ts'), JSON.stringify(config)], {
+    const config: CrashChildConfig = { schema: f.schema, pg: pgConfig({ max: 4 }), port: portName, key: 'order-1' };
+    child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'support', 'crash-child.ts'), JSON.stringify(config)], {
       stdio: ['ignore', 'ignore', 'inherit'],
       env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
     });

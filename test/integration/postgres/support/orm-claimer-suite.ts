@@ -16,6 +16,7 @@ import { silentLogger } from '../../redis/support/redis-helpers';
 import { freshSchema, pgConfig, type SchemaFixture } from './pg-helpers';
 import { createEffectTable } from './port-contract';
 import { type OrmName, type OrmUnderTest, ormUnderTest } from './orm-libraries';
+import type { CrashChildConfig } from './crash-child';
 
 const OPTIONS: ClaimOptions = { leaseTtlMs: 5000, doneTtlMs: 60_000 };
 
@@ -85,8 +86,8 @@ export function describeClaimerThroughOrm(name: OrmName): void {
 
     test('SIGKILL of a child process between the effect and the COMMIT: the effect rolls back; the redelivery is attempt 2 and leaves exactly one effect', async () => {
       await f.pool.query(`CREATE TABLE ${f.schema}.markers (name text NOT NULL)`);
-      const config = { schema: f.schema, pg: pgConfig({ max: 4 }), orm: name, key: 'order-1' };
-      child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'orm-child.ts'), JSON.stringify(config)], {
+      const config: CrashChildConfig = { schema: f.schema, pg: pgConfig({ max: 4 }), orm: name, key: 'order-1' };
+      child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'crash-child.ts'), JSON.stringify(config)], {
         stdio: ['ignore', 'ignore', 'inherit'],
         env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
       });
