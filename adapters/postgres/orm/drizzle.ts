@@ -140,16 +140,45 @@ function listenForErrors(client: unknown): void {
  * bound by the driver. A `$` inside a quoted identifier or string literal is left as it is.
  */
 export function boundSql(text: string, values: readonly unknown[]): SQL {
+  const { raws, indexes } = splitAtPlaceholders(text);
   const chunks: SQLChunk[] = [];
+  for (let i = 0; i < indexes.length; i++) {
+    const index = indexes[i]!;
+    if (index >= values.length) throw new RangeError(`no value for $${index + 1}`);
+    // sql.param: one parameter even for an array (a value in sql`…` would become a list).
+    chunks.push(raws[i]!, sql.param(values[index]));
+  }
+  chunks.push(raws[indexes.length]!);
+  return sql.join(chunks);
+}
+
+/** `text` split at its `$n` placeholders: `raws[i]` precedes placeholder `i` (value index `indexes[i]`); one more raw ends it. */
+interface SplitText {
+  readonly raws: readonly SQL[];
+  readonly indexes: readonly number[];
+}
+
+/** Splits of the texts seen last (twophase sends a handful of fixed texts; bounded for any other caller). */
+const splits = new Map<string, SplitText>();
+const MAX_SPLITS = 64;
+
+function splitAtPlaceholders(text: string): SplitText {
+  const known = splits.get(text);
+  if (known !== undefined) return known;
+  const raws: SQL[] = [];
+  const indexes: number[] = [];
   let last = 0;
   for (const match of text.matchAll(/"(?:[^"]|"")*"|'(?:[^']|'')*'|\$(\d+)/g)) {
     if (match[1] === undefined) continue;
     const index = Number(match[1]) - 1;
-    if (index < 0 || index >= values.length) throw new RangeError(`no value for $${match[1]}`);
-    // sql.param: one parameter even for an array (a value in sql`…` would become a list).
-    chunks.push(sql.raw(text.slice(last, match.index)), sql.param(values[index]));
+    if (index < 0) throw new RangeError(`no value for $${match[1]}`);
+    raws.push(sql.raw(text.slice(last, match.index)));
+    indexes.push(index);
     last = match.index + match[0].length;
   }
-  chunks.push(sql.raw(text.slice(last)));
-  return sql.join(chunks);
+  raws.push(sql.raw(text.slice(last)));
+  const split = { raws, indexes };
+  if (splits.size >= MAX_SPLITS) splits.delete(splits.keys().next().value as string);
+  splits.set(text, split);
+  return split;
 }
