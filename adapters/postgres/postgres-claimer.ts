@@ -139,7 +139,12 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     validateClaimOptions(options);
     const tenant = this.tenantOf(key);
     const digests = keyDigests(key, tenant);
-    if (this.transactions) return claimThroughPort(this, this.transactions, key, digests, options);
+    if (this.transactions) {
+      // A library that builds its transaction object over the claimer's own pool's client: the path without a port.
+      const over = this.transactions.overPoolClient;
+      if (over !== undefined && over.pool === this.pool) return claimInTransaction(this.native, key, tenant, digests, options, (client) => over.wrap(client));
+      return claimThroughPort(this, this.transactions, key, digests, options);
+    }
     if (this.options.mode === 'transactional') return claimInTransaction(this.native, key, tenant, digests, options);
     const owner = randomUUID();
     const rows = await this.query<ClaimRow>(`claim of "${key}"`, claimOne(this.options.schema, tenant !== undefined), [

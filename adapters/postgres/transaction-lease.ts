@@ -79,7 +79,14 @@ export class TransactionLease implements LeaseOperations {
   finished = false;
   /** Set when the handler sent a refused transaction-control statement: the commit fails. */
   misuse: TransactionMisuseError | undefined;
+  /**
+   * The handler's transaction object: the guarded client, or (with a port that builds its
+   * transaction object over a pool client, see {@link PoolClientTransactions}) the library's
+   * object over that guarded client.
+   */
   readonly handle: PoolClient;
+  /** Outbox staging through the guarded client, when `handle` is a library's object. */
+  readonly executor: SqlExecutor | undefined;
 
   constructor(
     private readonly claimer: PostgresClaimer,
@@ -90,8 +97,13 @@ export class TransactionLease implements LeaseOperations {
     /** The claim's fingerprint digest and counted attempt, written with the completed row. */
     private readonly fingerprint: Buffer | null = null,
     private readonly attempt = 1,
+    /** Builds the library's transaction object over the guarded client (a port's {@link PoolClientTransactions.wrap}). */
+    wrap?: (client: PoolClient) => unknown,
   ) {
-    this.handle = guardClient(borrowed.client, this);
+    const guarded = guardClient(borrowed.client, this);
+    // The receipt's Tx is the library's type then; this lease only hands the object on.
+    this.handle = wrap === undefined ? guarded : (wrap(guarded) as PoolClient);
+    this.executor = wrap === undefined ? undefined : (guarded as unknown as SqlExecutor);
   }
 
   async commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome> {
@@ -187,6 +199,7 @@ export async function claimInTransaction(
   tenant: string | undefined,
   digests: KeyDigests,
   options: ClaimOptions,
+  wrap?: (client: PoolClient) => unknown,
 ): Promise<ClaimResult> {
   const what = `claim of "${key}"`;
   const opts = claimer.options;
@@ -220,7 +233,7 @@ export async function claimInTransaction(
     const begun = replies[0]!.rows[0] as BeginAttemptRow;
     if (begun.state === 'counted') {
       const fence = Number((replies[replies.length - 1]!.rows[0] as { fencing_token: string }).fencing_token);
-      const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint, begun.attempts);
+      const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint, begun.attempts, wrap);
       const lease = { key, ownerToken: owner, fencingToken: fence };
       return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
     }

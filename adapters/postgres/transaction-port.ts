@@ -21,7 +21,15 @@
  *   connection (Prisma's `maxWait`). Libraries without such timers ignore both: the server's
  *   `idle_in_transaction_session_timeout`, which twophase sets per transaction, ends a transaction
  *   whose owner stopped.
+ *
+ * A library whose transaction object can be built over one `pg` client (Drizzle on
+ * node-postgres) may also offer {@link TransactionPort.overPoolClient}. When its pool is the
+ * claimer's own, the claimer then runs the transactional mode exactly as without a port (the same
+ * statements, round trips and guarantees; docs/postgres.md) and hands the handler the library's
+ * object over the claim's client instead of the client itself: the library's own BEGIN and COMMIT
+ * round trips, and the claim's separate statements, are not sent.
  */
+import type { PoolClient } from 'pg';
 
 /** One row as the library returns it: column name → value. */
 export type SqlRow = Readonly<Record<string, unknown>>;
@@ -51,4 +59,26 @@ export interface TransactionPort<Tx> {
   transaction<T>(work: (tx: Tx) => Promise<T>, limits: TransactionLimits): Promise<T>;
   /** Sends one statement (`$n` placeholders bound to `values`) inside `tx`; resolves with its rows. */
   query(tx: Tx, text: string, values: readonly unknown[]): Promise<readonly SqlRow[]>;
+  /** Optional: the library's transaction object built over a `pg` client (see the file header). */
+  readonly overPoolClient?: PoolClientTransactions<Tx>;
+}
+
+/**
+ * How a library builds its transaction object over a `pg` client that twophase borrowed from the
+ * claimer's pool and keeps in an open transaction (twophase sends BEGIN, COMMIT and ROLLBACK).
+ * @typeParam Tx - the library's transaction object (`ctx.transaction`)
+ */
+export interface PoolClientTransactions<Tx> {
+  /**
+   * The `pg` Pool the library's database object sends through. The claimer takes this path only
+   * when it is the claimer's own `pool` (the same object), so the handler's statements reach the
+   * same database as the claim; otherwise it runs the port's `transaction` and `query`.
+   */
+  readonly pool: unknown;
+  /**
+   * The library's transaction object over `client`: every statement it sends goes through
+   * `client.query`, and it neither begins, commits nor releases the client (twophase does; the
+   * client refuses BEGIN, COMMIT, ROLLBACK and `release`, and allows savepoints).
+   */
+  wrap(client: PoolClient): Tx;
 }

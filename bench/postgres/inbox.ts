@@ -16,9 +16,15 @@
  *   per-record     twophase KafkaSource + PostgresClaimer transactional, one transaction per record (claimBatchSize 1)
  *   per-chunk      the same with `transactionBatch: 'per-chunk'` (claimBatchSize 64): one transaction per chunk
  * RabbitMQ, the transaction port (prefetch 32, concurrency 32):
- *   drizzle port   twophase + PostgresClaimer transactional with `transactions: drizzleTransactions(db)`:
- *                  the same one-row INSERT written with Drizzle's query builder through its `tx`;
- *                  compared with "twophase transactional" of the same run (`drizzlePortVsNative`)
+ *   drizzle port   twophase + PostgresClaimer transactional with `transactions: drizzleTransactions(db)`,
+ *                  `db = drizzle(pool)` on the claimer's own pool (the port's `overPoolClient`: the
+ *                  claim runs as without a port): the same one-row INSERT written with Drizzle's
+ *                  query builder through its `tx`; compared with "twophase transactional" of the
+ *                  same run (`drizzlePortVsNative`, `drizzleAddedTimePerMessagePercent`)
+ *   drizzle, another pool   the same with `db` on a second pool: the claim runs inside
+ *                  `db.transaction` (the generic port path, as for Prisma, Kysely, TypeORM)
+ *   prisma port    `prismaTransactions(prisma)` (the test client of test/support/prisma, with
+ *                  `@prisma/adapter-pg`): `tx.effect.create` of one row, the generic port path
  *
  * Reports throughput (msg/s), this process's CPU per message (µs) and PostgreSQL commits per
  * second (`pg_stat_database.xact_commit` of the database: other clients' commits count too on a
@@ -26,7 +32,8 @@
  * high). Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only]
- * `--port-only` runs only "twophase transactional" and the Drizzle port, alternately (no Kafka needed).
+ * `--port-only` runs only "twophase transactional" and the three port rows, interleaved (Kafka is still
+ * connected to, not used).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -40,6 +47,9 @@ import { migrate, PostgresClaimer } from '../../adapters/postgres';
 import { drizzleTransactions, type DrizzleTransaction } from '../../adapters/postgres/orm/drizzle';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { prismaTransactions } from '../../adapters/postgres/orm/prisma';
+import { PrismaClient } from '../../test/support/prisma/generated/client';
 import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
@@ -125,6 +135,8 @@ async function runTwophase(
   claimer: Claimer,
   effect: (key: string, tx: PoolClient | undefined) => Promise<unknown>,
   batch: { prefetch: number; batchClaims: boolean } = { prefetch: PREFETCH, batchClaims: false },
+  /** Busy requeues are counted into `busyRequeues` instead of failing the run (the Prisma row: see docs/performance.md). */
+  countBusy?: { busyRequeues: number },
 ): Promise<{ elapsedMs: number; cpuUs: number }> {
   const windowed = batch.batchClaims ? { batchClaims: true, batchWindowMs: 0 } : {};
   const source = new RabbitMqSource({ url: AMQP_URL, queue, delayTiersMs: BENCH_DELAY_TIERS_MS, logger: silentLogger, ...windowed });
@@ -144,7 +156,9 @@ async function runTwophase(
   const d = process.cpuUsage(consumer.cpu);
   const measured = { elapsedMs: performance.now() - consumer.first, cpuUs: d.user + d.system };
   const stats = source.stats;
-  if (stats.requeues.busy + stats.requeues.retry + stats.requeues.claimer_unavailable + stats.rejects > 0) throw new Error(`run not clean: ${JSON.stringify(stats)}`);
+  if (countBusy) countBusy.busyRequeues += stats.requeues.busy;
+  const busy = countBusy ? 0 : stats.requeues.busy;
+  if (busy + stats.requeues.retry + stats.requeues.claimer_unavailable + stats.rejects > 0) throw new Error(`run not clean: ${JSON.stringify(stats)}`);
   await consumer.stop();
   return measured;
 }
@@ -220,7 +234,10 @@ function medianRow(variant: string, broker: string, runs: readonly Row[]): Row {
 }
 
 async function main(): Promise<void> {
-  const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres', max: PREFETCH + 8 });
+  const pgConfig = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres' };
+  const pool = new Pool({ ...pgConfig, max: PREFETCH + 8 });
+  const otherPools: Pool[] = [];
+  const prismas: PrismaClient[] = [];
   const schema = `tp_bench_${process.pid}`;
   const ledger = `${schema}.ledger`;
   const redis = new Redis({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT ?? 6379), maxRetriesPerRequest: 1 });
@@ -233,6 +250,8 @@ async function main(): Promise<void> {
   try {
     await migrate(pool, { schema });
     await pool.query(`CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, key text NOT NULL)`);
+    // The Prisma test client's table (test/support/prisma/schema.prisma).
+    await pool.query(`CREATE TABLE ${schema}.effect (id serial PRIMARY KEY, key text NOT NULL, amount integer NOT NULL, created_at timestamp(3) NOT NULL DEFAULT now())`);
     await kafkaAdmin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: KAFKA_PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: 1 }] });
     const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
@@ -247,6 +266,17 @@ async function main(): Promise<void> {
     const ledgerTable = pgSchema(schema).table('ledger', { id: bigserial('id', { mode: 'number' }).primaryKey(), key: text('key').notNull() });
     const drizzleClaimer = new PostgresClaimer({ pool, transactions: drizzleTransactions(drizzle(pool)) }, { schema, mode: 'transactional' });
     const drizzleInsert = (key: string, tx: unknown) => (tx as DrizzleTransaction<NodePgDatabase>).insert(ledgerTable).values({ key });
+    // Second pools: idle clients close soon, so one variant's connections do not crowd the next's.
+    const otherPool = new Pool({ ...pgConfig, max: PREFETCH + 2, idleTimeoutMillis: 1000 });
+    otherPools.push(otherPool);
+    const drizzleCallbackClaimer = new PostgresClaimer({ pool, transactions: drizzleTransactions(drizzle(otherPool)) }, { schema, mode: 'transactional' });
+    const prisma = new PrismaClient({ adapter: new PrismaPg({ ...pgConfig, max: PREFETCH + 2, idleTimeoutMillis: 1000 }, { schema }) });
+    prismas.push(prisma);
+    // Prisma's first transactions start slowly (its client and pool warm up): not part of the measure.
+    await prisma.$transaction(async (tx) => tx.$queryRawUnsafe('SELECT 1'));
+    const prismaBusy = { busyRequeues: 0 };
+    const prismaClaimer = new PostgresClaimer({ pool, transactions: prismaTransactions(prisma) }, { schema, mode: 'transactional' });
+    const prismaInsert = (key: string, tx: unknown) => (tx as PrismaClient).effect.create({ data: { key, amount: 1 } });
     const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction)', (queue) => runFloor(queue, pool, ledger)],
       ['rabbitmq', 'twophase transactional (PostgresClaimer inbox)', (queue) => runTwophase(queue, transactional('per-record'), txInsert)],
@@ -258,14 +288,18 @@ async function main(): Promise<void> {
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction), prefetch 100', (queue) => runFloor(queue, pool, ledger, 100)],
       ['rabbitmq', 'twophase transactional, batch mode (batchClaims, per-chunk), prefetch 100', (queue) => runTwophase(queue, transactional('per-chunk'), txInsert, { prefetch: 100, batchClaims: true })],
       ['rabbitmq', 'twophase transactional through the Drizzle port (drizzleTransactions)', (queue) => runTwophase(queue, drizzleClaimer as unknown as Claimer, drizzleInsert as never)],
+      ['rabbitmq', 'twophase transactional through the Drizzle port, db on another pool (db.transaction)', (queue) => runTwophase(queue, drizzleCallbackClaimer as unknown as Claimer, drizzleInsert as never)],
+      ['rabbitmq', 'twophase transactional through the Prisma port (prismaTransactions)', (queue) => runTwophase(queue, prismaClaimer as unknown as Claimer, prismaInsert as never, undefined, prismaBusy)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
-    const selected = PORT_ONLY ? [variants[NATIVE]!, variants[DRIZZLE]!] : variants;
+    const DRIZZLE_CALLBACK = 10;
+    const PRISMA = 11;
+    const selected = PORT_ONLY ? [NATIVE, DRIZZLE, DRIZZLE_CALLBACK, PRISMA].map((i) => variants[i]!) : variants;
     for (let run = 0; run < RUNS; run++) {
       for (const [broker, variant, measure] of selected) {
         // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
-        await pool.query(`TRUNCATE ${ledger}; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
+        await pool.query(`TRUNCATE ${ledger}, ${schema}.effect; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
         const queue = `twophase-bench-pg-${process.pid}-${run}-${samples.size}`;
         if (broker === 'rabbitmq') {
           await declareQueue(admin, queue);
@@ -296,19 +330,27 @@ async function main(): Promise<void> {
       const ratios = perRun[i]!.map((x, run) => x / perRun[j]![run]!).sort((a, b) => a - b);
       return Math.round(ratios[Math.floor(ratios.length / 2)]! * 100) / 100;
     };
-    // Added time per message through the port: the median over runs of (1/drizzle - 1/native) / (1/native).
-    const addedPerMessage = () => {
-      const added = perRun[DRIZZLE]!.map((x, run) => perRun[NATIVE]![run]! / x - 1).sort((a, b) => a - b);
+    // Added time per message through a port: the median over runs of (1/port - 1/native) / (1/native).
+    const addedPerMessage = (port = DRIZZLE) => {
+      const added = perRun[port]!.map((x, run) => perRun[NATIVE]![run]! / x - 1).sort((a, b) => a - b);
       return Math.round(added[Math.floor(added.length / 2)]! * 1000) / 10;
     };
+    const portRatios = () => ({
+      drizzleAddedTimePerMessagePercent: addedPerMessage(DRIZZLE),
+      drizzleOtherPoolVsNative: rate(DRIZZLE_CALLBACK, NATIVE),
+      drizzleOtherPoolAddedTimePerMessagePercent: addedPerMessage(DRIZZLE_CALLBACK),
+      prismaPortVsNative: rate(PRISMA, NATIVE),
+      prismaAddedTimePerMessagePercent: addedPerMessage(PRISMA),
+    });
     const report = {
       at: new Date().toISOString(),
       prefetch: PREFETCH,
       kafkaPartitions: KAFKA_PARTITIONS,
       runs: RUNS,
       rows,
-      ratios: PORT_ONLY ? { drizzlePortVsNative: rate(DRIZZLE, NATIVE), drizzleAddedTimePerMessagePercent: addedPerMessage() } : {
-        drizzleAddedTimePerMessagePercent: addedPerMessage(),
+      prismaBusyRequeues: prismaBusy.busyRequeues,
+      ratios: PORT_ONLY ? { drizzlePortVsNative: rate(DRIZZLE, NATIVE), ...portRatios() } : {
+        ...portRatios(),
         transactionalVsFloor: rate(1, 0),
         redisVsFloor: rate(2, 0),
         kafkaPerRecordVsFloor: rate(4, 3),
@@ -320,8 +362,10 @@ async function main(): Promise<void> {
       },
     };
     writeFileSync(OUT, `${JSON.stringify(report, null, 2)}\n`);
-    console.log(JSON.stringify(report.ratios));
+    console.log(JSON.stringify({ ...report.ratios, prismaBusyRequeues: prismaBusy.busyRequeues }));
   } finally {
+    for (const prisma of prismas) await prisma.$disconnect().catch(() => undefined);
+    for (const other of otherPools) await other.end().catch(() => undefined);
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
     await kafkaAdmin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
     await kafkaAdmin.disconnect();

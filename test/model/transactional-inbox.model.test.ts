@@ -307,7 +307,7 @@ const CRASH_AND_LOST_ACK: Step[] = [
 
 /**
  * How the claim's transaction is opened: by the claimer on a pool client (`native`), or by a
- * database library through its transaction port (`pg`, `drizzle`: `transactions` in the
+ * database library through its transaction port (`pg`, `drizzle`, `drizzle-callback`: `transactions` in the
  * claimer's dependencies). The history is the same; only the effect's statement and the way to
  * find the transaction's session differ.
  */
@@ -346,7 +346,7 @@ function flavor(name: Flavor['name']): Flavor {
 }
 
 /** The flavors this run checks: every one by default; TWOPHASE_MODEL_FLAVORS=native,drizzle to choose. */
-const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS ?? 'native,pg,drizzle').split(',') as Flavor['name'][];
+const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS ?? 'native,pg,drizzle,drizzle-callback').split(',') as Flavor['name'][];
 
 describeWithServices(['postgres'], 'model: the transactional inbox policy on the real PostgresClaimer (127.0.0.1:5432)', () => {
   describe.each(FLAVORS)('transactions: %s', (flavorName) => {

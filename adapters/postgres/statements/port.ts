@@ -14,13 +14,23 @@
  * decodes them the same way.
  */
 
+/** Each statement's text per schema, built once (a claimer keeps one schema; few exist per process). */
+function memo(build: (schema: string) => string): (schema: string) => string {
+  const texts = new Map<string, string>();
+  return (schema) => {
+    let text = texts.get(schema);
+    if (text === undefined) texts.set(schema, (text = build(schema)));
+    return text;
+  };
+}
+
 /** Parameters: lock id (decimal text), key digest (hex), fingerprint digest (hex or null), lease ms, lock-wait ms. */
-export function portClaim(schema: string): string {
+export const portClaim = memo((schema) => {
   return (
     'SELECT state, outcome, stored_fingerprint, fencing_token, started ' +
     `FROM ${schema}.twophase_port_claim($1::text::bigint, decode($2::text, 'hex'), decode($3::text, 'hex'), $4::integer, $5::integer)`
   );
-}
+});
 
 /** The row of {@link portClaim}: every column text. */
 export interface PortClaimRow {
@@ -36,14 +46,10 @@ export interface PortClaimRow {
 }
 
 /** On the claimer's pool (a `pg` query). Parameters: scope digest (bytea), retention ms. Answers `attempts`. */
-export function countAttempt(schema: string): string {
-  return `SELECT ${schema}.twophase_count_attempt($1, $2) AS attempts`;
-}
+export const countAttempt = memo((schema) => `SELECT ${schema}.twophase_count_attempt($1, $2) AS attempts`);
 
 /** On the claimer's pool. Parameter: scope digest (bytea). */
-export function forgetAttempts(schema: string): string {
-  return `DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = $1`;
-}
+export const forgetAttempts = memo((schema) => `DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = $1`);
 
 /**
  * The completion, in the library's transaction: the claim row written `completed` with its
@@ -56,7 +62,7 @@ export function forgetAttempts(schema: string): string {
  * library's object), it divides by zero: the statement fails, and so the transaction.
  * Answers `kept` ('true' | 'false': the result fitted) and `one`.
  */
-export function portCompletion(schema: string): string {
+export const portCompletion = memo((schema) => {
   const outcome = `(CASE WHEN octet_length($7::text::jsonb::text) <= 4096 THEN $7::text::jsonb ELSE '{"result_dropped": "too large"}'::jsonb END)`;
   const insert =
     `INSERT INTO ${schema}.twophase_inbox AS t (key_digest, key_text, fingerprint, status, attempt, owner_token, fencing_token, outcome, expires_at, created_at, updated_at) ` +
@@ -74,4 +80,4 @@ export function portCompletion(schema: string): string {
     'SELECT (SELECT bool_and(kept) FROM done)::text AS kept, ' +
     '(1 / (CASE WHEN transaction_timestamp()::text = $10::text THEN (SELECT count(*)::int FROM done) ELSE 0 END))::text AS one'
   );
-}
+});

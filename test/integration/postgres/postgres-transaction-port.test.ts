@@ -13,6 +13,9 @@ import { describeWithServices } from '../../support/services';
 import { silentLogger } from '../redis/support/redis-helpers';
 import { freshSchema, type SchemaFixture } from './support/pg-helpers';
 import { PORT_NAMES, portUnderTest, type PortUnderTest } from './support/ports';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { drizzleTransactions, type DrizzleTransaction } from '../../../adapters/postgres/orm/drizzle';
 
 const OPTIONS: ClaimOptions = { leaseTtlMs: 5000, doneTtlMs: 60_000 };
 
@@ -180,6 +183,49 @@ describeWithServices(['postgres'], 'PostgresClaimer transactional mode through a
       await expect(client.query('COMMIT')).rejects.toBeInstanceOf(TransactionMisuseError);
       await claim.receipt.release();
       await expect(client.query('SELECT 1')).rejects.toBeInstanceOf(TransactionAbortedError);
+    });
+  });
+
+  describe('drizzleTransactions over the claimer\'s own pool', () => {
+    let f: SchemaFixture;
+    beforeEach(async () => {
+      f = await freshSchema('ormcost_drz');
+      await f.pool.query(`CREATE TABLE ${f.schema}.effects (key text NOT NULL, fence bigint NOT NULL)`);
+    });
+    afterEach(async () => {
+      await f.cleanup();
+    });
+
+    test('the claim runs as without a port: Drizzle sends no BEGIN or COMMIT, a handler COMMIT is refused, a savepoint works', async () => {
+      const logged: string[] = [];
+      const db = drizzle(f.pool, { logger: { logQuery: (query: string) => void logged.push(query.trim().toLowerCase()) } });
+      const claimer = new PostgresClaimer({ pool: f.pool, logger: silentLogger, transactions: drizzleTransactions(db) }, { schema: f.schema, mode: 'transactional' });
+      const claim = await claimer.claim('d1', OPTIONS);
+      if (claim.state !== 'acquired') throw new Error(claim.state);
+      const tx = (claim.receipt as TransactionReceipt<DrizzleTransaction<typeof db>>).transaction;
+      await tx.execute(sql`INSERT INTO ${sql.raw(`${f.schema}.effects`)} (key, fence) VALUES ('d1', 1)`);
+      // A savepoint rolled back keeps the outer effect.
+      await expect(
+        tx.transaction(async (inner) => {
+          await inner.execute(sql`INSERT INTO ${sql.raw(`${f.schema}.effects`)} (key, fence) VALUES ('d1', 2)`);
+          inner.rollback();
+        }),
+      ).rejects.toThrow(/Rollback/);
+      expect(logged.filter((q) => q === 'begin' || q === 'commit')).toEqual([]);
+      // Drizzle's logger logs the statement before the client refuses it.
+      const refused = await tx.execute(sql`COMMIT`).then(() => undefined, (error: unknown) => error as Error & { cause?: unknown });
+      expect(refused?.cause ?? refused).toBeInstanceOf(TransactionMisuseError);
+      await expect(claim.receipt.commit()).rejects.toBeInstanceOf(TransactionAbortedError);
+      expect((await f.pool.query(`SELECT count(*)::int AS n FROM ${f.schema}.effects`)).rows[0].n).toBe(0);
+      expect(logged.some((q) => q.startsWith('insert into'))).toBe(true);
+
+      const again = await claimer.claim('d1', OPTIONS);
+      if (again.state !== 'acquired') throw new Error(again.state);
+      expect(again.attempt).toBe(2);
+      await (again.receipt as TransactionReceipt<DrizzleTransaction<typeof db>>).transaction.execute(sql`INSERT INTO ${sql.raw(`${f.schema}.effects`)} (key, fence) VALUES ('d1', 3)`);
+      await again.receipt.commit();
+      expect((await f.pool.query(`SELECT fence::int FROM ${f.schema}.effects`)).rows).toEqual([{ fence: 3 }]);
+      expect(logged.filter((q) => q === 'begin' || q === 'commit')).toEqual(['commit']);
     });
   });
 
