@@ -2,20 +2,8 @@
  * Loading an adapter's entry point in a project without its client library: an error naming the
  * package and the fix (`npm install kafkajs`), not Node's bare "Cannot find module".
  */
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
+import { requireWithout } from '../support/require-without';
 import { satisfiesRange } from '../../src/peer-check';
-
-const ROOT = join(__dirname, '..', '..');
-
-function requireWithout(entry: string, blocked: string) {
-  return spawnSync(process.execPath, ['-r', join(ROOT, 'test', 'support', 'block-modules.js'), '-r', 'ts-node/register/transpile-only', '-e', `require(${JSON.stringify(join(ROOT, entry))})`], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { ...process.env, TWOPHASE_TEST_BLOCKED_MODULES: blocked },
-  });
-}
 
 test('require(adapters/kafka) with @platformatic/kafka but without kafkajs loads (either client is enough)', () => {
   const run = requireWithout('adapters/kafka', 'kafkajs');

@@ -3,19 +3,7 @@
  * without their library: an error naming the package and the fix, not Node's bare "Cannot find
  * module"; and each entry's supported range is its package.json peerDependencies range.
  */
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
-
-const ROOT = join(__dirname, '..', '..');
-
-function requireWithout(entry: string, blocked: string) {
-  return spawnSync(process.execPath, ['-r', join(ROOT, 'test', 'support', 'block-modules.js'), '-r', 'ts-node/register/transpile-only', '-e', `require(${JSON.stringify(join(ROOT, entry))})`], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { ...process.env, TWOPHASE_TEST_BLOCKED_MODULES: blocked },
-  });
-}
+import { requireWithout } from '../support/require-without';
 
 test.each([
   ['adapters/postgres/orm/prisma', '@prisma/client', 'twophase/prisma'],
