@@ -8,9 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-major="${NODE_LTS_MAJOR:-24}"
-[[ "$major" =~ ^[0-9]+$ ]] || { echo "platformatic-kafka: NODE_LTS_MAJOR must be a major version, got \"$major\"" >&2; exit 1; }
-
 SUITES=(
   test/integration/kafka/kafka-clients.test.ts
   test/integration/kafka/kafka-consumer.test.ts
@@ -31,15 +28,7 @@ PLATFORMATIC_ROWS_ONLY=(
   test/fuzz/kafka-adapter.fuzz.test.ts
 )
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/twophase-node$major.XXXXXX")"
-trap 'rm -rf "$dir"' EXIT
-echo "-- installing node@$major from the npm registry into $dir"
-npm install --prefix "$dir" --no-save --no-audit --no-fund --no-package-lock "node@$major" >/dev/null
-node_bin="$dir/node_modules/.bin/node"
-[ -x "$node_bin" ] || { echo "platformatic-kafka: $node_bin was not installed" >&2; exit 1; }
-version="$("$node_bin" --version)"
-[[ "$version" == "v$major."* ]] || { echo "platformatic-kafka: expected Node $major, got $version" >&2; exit 1; }
-echo "-- $version (machine: $(node --version))"
+name=platformatic-kafka source scripts/ci/node-from-npm.sh
 
-PATH="$dir/node_modules/.bin:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand "${SUITES[@]}"
-PATH="$dir/node_modules/.bin:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --testNamePattern '\[platformatic-' "${PLATFORMATIC_ROWS_ONLY[@]}"
+PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand "${SUITES[@]}"
+PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --testNamePattern '\[platformatic-' "${PLATFORMATIC_ROWS_ONLY[@]}"
