@@ -10,7 +10,10 @@
  *    its broker confirm; `keyConcurrency` keys at a time. Meanwhile the lease is extended every
  *    `extendIntervalMs`; a row the store says is no longer held is not published;
  * 3. settle under the claim's token: confirmed rows are deleted; a failed row gets its backoff or
- *    goes dead; the rest of its key is given back untouched (never published out of order).
+ *    goes dead; the rest of its key is given back untouched (never published out of order). In
+ *    the loop these statements run while the same lane claims and publishes its next batch (at
+ *    most one settle pending per lane); the next claim cannot take a key whose older row is still
+ *    in the table, so this too changes no key's order.
  * `claimConcurrency` cycles run at once (default 2): while one waits on the broker, the next is
  * claimed and published. The store never hands a key to a second claim while an older row of it
  * is in the table, so this changes no key's order.
@@ -251,6 +254,17 @@ export class OutboxRelay implements RunnableConsumer {
    *   are logged, and the rows concerned stay leased until their lease runs out
    */
   async relayOnce(): Promise<RelayCycle> {
+    const run = await this.claimAndPublish();
+    await run.settle();
+    return run.cycle;
+  }
+
+  /**
+   * Claims a batch and publishes it; the settling statements (delete, fail, release) are left to
+   * the returned `settle`, so the loop can claim its next batch while they run. `cycle` is final.
+   * @throws the store's error when the claim fails (nothing was leased)
+   */
+  private async claimAndPublish(): Promise<{ readonly cycle: RelayCycle; readonly settle: () => Promise<void> }> {
     const claim = await this.store.claim({
       owner: this.owner,
       limit: this.options.batchSize,
@@ -258,19 +272,22 @@ export class OutboxRelay implements RunnableConsumer {
       systems: [...this.publishers.keys()],
       deadKeyPolicy: this.options.deadKeyPolicy,
     });
-    if (claim.records.length === 0) return { claimed: 0, published: 0, failed: 0, released: 0 };
+    const records = claim.records;
+    if (records.length === 0) return { cycle: { claimed: 0, published: 0, failed: 0, released: 0 }, settle: settledAlready };
     // A full batch: more is likely waiting; a lane of the loop that is idle claims it meanwhile.
-    if (claim.records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
-    this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
-    const held = new Set(claim.records.map((r) => r.sequence));
-    const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
+    if (records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
+    const fencingToken = claim.lease.fencingToken;
+    if (this.observer) this.emit({ type: 'claimed', fencingToken, ids: records.map((r) => r.id) });
+    const held = new Set<string>();
+    for (const r of records) held.add(r.sequence);
+    const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken, sequences }));
     const current: CurrentClaim = { claim, held, settled: false, keeper };
     this.current.add(current);
-    this.inFlight += claim.records.length;
+    this.inFlight += records.length;
     const confirmed: string[] = [];
     const failures: OutboxFailure[] = [];
     try {
-      const runs = [...byOrderingKey(claim.records)];
+      const runs = byOrderingKey(records);
       let next = 0;
       const worker = async (): Promise<void> => {
         while (next < runs.length) {
@@ -281,12 +298,12 @@ export class OutboxRelay implements RunnableConsumer {
               await this.publish(record);
               confirmed.push(record.sequence);
               this.published++;
-              this.emit({ type: 'published', fencingToken: claim.lease.fencingToken, record });
+              if (this.observer) this.emit({ type: 'published', fencingToken, record });
             } catch (error) {
               this.publishFailures++;
               const failure = this.failureOf(record, error);
               failures.push(failure);
-              this.emit({ type: 'failed', fencingToken: claim.lease.fencingToken, record, reason: failure.reason, dead: failure.retryInMs === undefined, error });
+              this.emit({ type: 'failed', fencingToken, record, reason: failure.reason, dead: failure.retryInMs === undefined, error });
               break;
             }
           }
@@ -295,15 +312,21 @@ export class OutboxRelay implements RunnableConsumer {
       await Promise.all(Array.from({ length: Math.min(this.options.keyConcurrency, runs.length) }, worker));
     } finally {
       await keeper.stop();
-      this.inFlight -= claim.records.length;
+      this.inFlight -= records.length;
     }
-    if (current.settled) return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: 0 };
+    if (current.settled) return { cycle: { claimed: records.length, published: confirmed.length, failed: failures.length, released: 0 }, settle: settledAlready };
     current.settled = true;
     this.current.delete(current);
-    const failedSequences = new Set(failures.map((f) => f.sequence));
-    const rest = claim.records.map((r) => r.sequence).filter((s) => !failedSequences.has(s) && !confirmed.includes(s));
-    await this.settle(claim, confirmed, failures, rest);
-    return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: rest.length };
+    let rest: string[] = [];
+    if (confirmed.length + failures.length < records.length) {
+      const done = new Set(confirmed);
+      for (const f of failures) done.add(f.sequence);
+      rest = records.filter((r) => !done.has(r.sequence)).map((r) => r.sequence);
+    }
+    return {
+      cycle: { claimed: records.length, published: confirmed.length, failed: failures.length, released: rest.length },
+      settle: () => this.settle(claim, confirmed, failures, rest),
+    };
   }
 
   private async settle(claim: OutboxClaim, confirmed: readonly string[], failures: readonly OutboxFailure[], rest: readonly string[]): Promise<void> {
@@ -311,8 +334,11 @@ export class OutboxRelay implements RunnableConsumer {
     try {
       if (confirmed.length > 0) {
         const removed = await this.store.complete(lease, confirmed);
-        const ids = claim.records.filter((r) => confirmed.includes(r.sequence)).map((r) => r.id);
-        this.emit({ type: 'completed', fencingToken: lease.fencingToken, ids, removed });
+        if (this.observer) {
+          const done = new Set(confirmed);
+          const ids = claim.records.filter((r) => done.has(r.sequence)).map((r) => r.id);
+          this.emit({ type: 'completed', fencingToken: lease.fencingToken, ids, removed });
+        }
         if (removed < confirmed.length) {
           this.logger.warn({ relay: this.options.name, fencingToken: lease.fencingToken, confirmed: confirmed.length, removed }, 'outbox relay: some published messages were taken over by another relay before they were removed; it publishes them again (same ids)');
         }
@@ -367,20 +393,33 @@ export class OutboxRelay implements RunnableConsumer {
   private async loop(): Promise<void> {
     let failing = false;
     const lane = async (): Promise<void> => {
-      while (!this.stopRequested) {
-        let cycle: RelayCycle;
-        try {
-          cycle = await this.relayOnce();
-          if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
-          failing = false;
-        } catch (error) {
-          if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
-          failing = true;
-          await this.idle(this.options.storeRetryDelayMs);
-          continue;
+      // The previous cycle's settling statements run while this lane claims and publishes the
+      // next batch; at most one is pending per lane, and the lane ends only after it.
+      let settling: Promise<void> = settledAlready();
+      try {
+        while (!this.stopRequested) {
+          let cycle: RelayCycle;
+          try {
+            const run = await this.claimAndPublish();
+            await settling;
+            settling = run.settle();
+            cycle = run.cycle;
+            if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
+            failing = false;
+          } catch (error) {
+            if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
+            failing = true;
+            await this.idle(this.options.storeRetryDelayMs);
+            continue;
+          }
+          // A full batch: more is likely waiting. Otherwise wait for a notification or the poll.
+          if (cycle.claimed < this.options.batchSize || cycle.published === 0) {
+            await settling;
+            await this.idle(this.options.pollIntervalMs);
+          }
         }
-        // A full batch: more is likely waiting. Otherwise wait for a notification or the poll.
-        if (cycle.claimed < this.options.batchSize || cycle.published === 0) await this.idle(this.options.pollIntervalMs);
+      } finally {
+        await settling;
       }
     };
     await Promise.all(Array.from({ length: this.options.claimConcurrency }, lane));
@@ -473,8 +512,13 @@ interface CurrentClaim {
   readonly keeper: LeaseExtender;
 }
 
+/** `settle` of a cycle with nothing to settle. */
+function settledAlready(): Promise<void> {
+  return Promise.resolve();
+}
+
 /** Rows grouped by (system, ordering key) in staging order; rows without a key each alone. */
-function byOrderingKey(records: readonly OutboxRecord[]): Iterable<OutboxRecord[]> {
+function byOrderingKey(records: readonly OutboxRecord[]): OutboxRecord[][] {
   const runs = new Map<string, OutboxRecord[]>();
   const single: OutboxRecord[][] = [];
   for (const r of records) {
