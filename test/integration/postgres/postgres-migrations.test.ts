@@ -1,6 +1,6 @@
 /**
  * The inbox migrations on the real PostgreSQL: up on an empty schema, an idempotent re-run,
- * the CHECK constraints refusing bad rows, the foreign key refusing an unknown tenant, the
+ * the outbox's leases as HOT updates (migration 6), the CHECK constraints refusing bad rows, the foreign key refusing an unknown tenant, the
  * startup check failing closed, and the CLI (`twophase postgres migrate`).
  */
 import { createHash } from 'node:crypto';
@@ -9,6 +9,7 @@ import {
   migrate,
   PostgresClaimer,
   SchemaMismatchError,
+  stageOutbox,
 } from '../../../adapters/postgres';
 import { runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
@@ -57,6 +58,28 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
     expect(dry.sql.join('\n')).toContain('CREATE TABLE');
     const exists = await f.pool.query('SELECT to_regnamespace($1) AS s', [f.schema]);
     expect(exists.rows[0].s).toBeNull();
+  });
+
+  test('migration 6: a relay claim leases 1 KiB outbox rows as HOT updates (no new row version in the indexes)', async () => {
+    f = await freshSchema('mighot');
+    const body = Buffer.alloc(1024, 120);
+    const client = await f.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await stageOutbox(client, [1, 2, 3].map((i) => ({ to: { topic: 't', key: `k${i}` }, body })), { schema: f.schema, notify: false });
+      await client.query('COMMIT');
+      // pg_stat_xact_user_tables counts this transaction's own changes, at once.
+      const updates = async () =>
+        (await client.query<{ upd: string; hot: string }>(`SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'twophase_outbox'`, [f.schema])).rows[0]!;
+      await client.query('BEGIN');
+      const claimed = await client.query<{ seq: string; fencing_token: string }>(`SELECT seq, fencing_token FROM ${f.schema}.twophase_outbox_claim('o', 10, 30000, '{kafka}', true)`);
+      expect(claimed.rows).toHaveLength(3);
+      expect(await updates()).toEqual({ upd: '3', hot: '3' });
+      await client.query('COMMIT');
+    } finally {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+    }
   });
 
   test('CHECK constraints refuse bad rows: digest length, status, attempt, fencing token, outcome size and shape', async () => {
