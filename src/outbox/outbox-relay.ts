@@ -10,10 +10,7 @@
  *    its broker confirm; `keyConcurrency` keys at a time. Meanwhile the lease is extended every
  *    `extendIntervalMs`; a row the store says is no longer held is not published;
  * 3. settle under the claim's token: confirmed rows are deleted; a failed row gets its backoff or
- *    goes dead; the rest of its key is given back untouched (never published out of order). In
- *    the loop these statements run while the same lane claims and publishes its next batch (at
- *    most one settle pending per lane); the next claim cannot take a key whose older row is still
- *    in the table, so this too changes no key's order.
+ *    goes dead; the rest of its key is given back untouched (never published out of order).
  * `claimConcurrency` cycles run at once (default 2): while one waits on the broker, the next is
  * claimed and published. The store never hands a key to a second claim while an older row of it
  * is in the table, so this changes no key's order.
@@ -254,17 +251,6 @@ export class OutboxRelay implements RunnableConsumer {
    *   are logged, and the rows concerned stay leased until their lease runs out
    */
   async relayOnce(): Promise<RelayCycle> {
-    const run = await this.claimAndPublish();
-    await run.settle();
-    return run.cycle;
-  }
-
-  /**
-   * Claims a batch and publishes it; the settling statements (delete, fail, release) are left to
-   * the returned `settle`, so the loop can claim its next batch while they run. `cycle` is final.
-   * @throws the store's error when the claim fails (nothing was leased)
-   */
-  private async claimAndPublish(): Promise<{ readonly cycle: RelayCycle; readonly settle: () => Promise<void> }> {
     const claim = await this.store.claim({
       owner: this.owner,
       limit: this.options.batchSize,
@@ -272,22 +258,19 @@ export class OutboxRelay implements RunnableConsumer {
       systems: [...this.publishers.keys()],
       deadKeyPolicy: this.options.deadKeyPolicy,
     });
-    const records = claim.records;
-    if (records.length === 0) return { cycle: { claimed: 0, published: 0, failed: 0, released: 0 }, settle: settledAlready };
+    if (claim.records.length === 0) return { claimed: 0, published: 0, failed: 0, released: 0 };
     // A full batch: more is likely waiting; a lane of the loop that is idle claims it meanwhile.
-    if (records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
-    const fencingToken = claim.lease.fencingToken;
-    if (this.observer) this.emit({ type: 'claimed', fencingToken, ids: records.map((r) => r.id) });
-    const held = new Set<string>();
-    for (const r of records) held.add(r.sequence);
-    const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken, sequences }));
+    if (claim.records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
+    if (this.observer) this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
+    const held = new Set(claim.records.map((r) => r.sequence));
+    const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
     const current: CurrentClaim = { claim, held, settled: false, keeper };
     this.current.add(current);
-    this.inFlight += records.length;
+    this.inFlight += claim.records.length;
     const confirmed: string[] = [];
     const failures: OutboxFailure[] = [];
     try {
-      const runs = byOrderingKey(records);
+      const runs = [...byOrderingKey(claim.records)];
       let next = 0;
       const worker = async (): Promise<void> => {
         while (next < runs.length) {
@@ -298,12 +281,12 @@ export class OutboxRelay implements RunnableConsumer {
               await this.publish(record);
               confirmed.push(record.sequence);
               this.published++;
-              if (this.observer) this.emit({ type: 'published', fencingToken, record });
+              if (this.observer) this.emit({ type: 'published', fencingToken: claim.lease.fencingToken, record });
             } catch (error) {
               this.publishFailures++;
               const failure = this.failureOf(record, error);
               failures.push(failure);
-              this.emit({ type: 'failed', fencingToken, record, reason: failure.reason, dead: failure.retryInMs === undefined, error });
+              this.emit({ type: 'failed', fencingToken: claim.lease.fencingToken, record, reason: failure.reason, dead: failure.retryInMs === undefined, error });
               break;
             }
           }
@@ -312,21 +295,16 @@ export class OutboxRelay implements RunnableConsumer {
       await Promise.all(Array.from({ length: Math.min(this.options.keyConcurrency, runs.length) }, worker));
     } finally {
       await keeper.stop();
-      this.inFlight -= records.length;
+      this.inFlight -= claim.records.length;
     }
-    if (current.settled) return { cycle: { claimed: records.length, published: confirmed.length, failed: failures.length, released: 0 }, settle: settledAlready };
+    if (current.settled) return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: 0 };
     current.settled = true;
     this.current.delete(current);
-    let rest: string[] = [];
-    if (confirmed.length + failures.length < records.length) {
-      const done = new Set(confirmed);
-      for (const f of failures) done.add(f.sequence);
-      rest = records.filter((r) => !done.has(r.sequence)).map((r) => r.sequence);
-    }
-    return {
-      cycle: { claimed: records.length, published: confirmed.length, failed: failures.length, released: rest.length },
-      settle: () => this.settle(claim, confirmed, failures, rest),
-    };
+    const done = new Set(confirmed);
+    for (const f of failures) done.add(f.sequence);
+    const rest = done.size === claim.records.length ? [] : claim.records.map((r) => r.sequence).filter((s) => !done.has(s));
+    await this.settle(claim, confirmed, failures, rest);
+    return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: rest.length };
   }
 
   private async settle(claim: OutboxClaim, confirmed: readonly string[], failures: readonly OutboxFailure[], rest: readonly string[]): Promise<void> {
@@ -393,33 +371,20 @@ export class OutboxRelay implements RunnableConsumer {
   private async loop(): Promise<void> {
     let failing = false;
     const lane = async (): Promise<void> => {
-      // The previous cycle's settling statements run while this lane claims and publishes the
-      // next batch; at most one is pending per lane, and the lane ends only after it.
-      let settling: Promise<void> = settledAlready();
-      try {
-        while (!this.stopRequested) {
-          let cycle: RelayCycle;
-          try {
-            const run = await this.claimAndPublish();
-            await settling;
-            settling = run.settle();
-            cycle = run.cycle;
-            if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
-            failing = false;
-          } catch (error) {
-            if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
-            failing = true;
-            await this.idle(this.options.storeRetryDelayMs);
-            continue;
-          }
-          // A full batch: more is likely waiting. Otherwise wait for a notification or the poll.
-          if (cycle.claimed < this.options.batchSize || cycle.published === 0) {
-            await settling;
-            await this.idle(this.options.pollIntervalMs);
-          }
+      while (!this.stopRequested) {
+        let cycle: RelayCycle;
+        try {
+          cycle = await this.relayOnce();
+          if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
+          failing = false;
+        } catch (error) {
+          if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
+          failing = true;
+          await this.idle(this.options.storeRetryDelayMs);
+          continue;
         }
-      } finally {
-        await settling;
+        // A full batch: more is likely waiting. Otherwise wait for a notification or the poll.
+        if (cycle.claimed < this.options.batchSize || cycle.published === 0) await this.idle(this.options.pollIntervalMs);
       }
     };
     await Promise.all(Array.from({ length: this.options.claimConcurrency }, lane));
@@ -512,13 +477,8 @@ interface CurrentClaim {
   readonly keeper: LeaseExtender;
 }
 
-/** `settle` of a cycle with nothing to settle. */
-function settledAlready(): Promise<void> {
-  return Promise.resolve();
-}
-
 /** Rows grouped by (system, ordering key) in staging order; rows without a key each alone. */
-function byOrderingKey(records: readonly OutboxRecord[]): OutboxRecord[][] {
+function byOrderingKey(records: readonly OutboxRecord[]): Iterable<OutboxRecord[]> {
   const runs = new Map<string, OutboxRecord[]>();
   const single: OutboxRecord[][] = [];
   for (const r of records) {
