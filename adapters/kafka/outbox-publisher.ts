@@ -38,7 +38,7 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
   private readonly publishTimeoutMs: number;
   private readonly injectContext: KafkaOutboxPublisherOptions['injectContext'];
   /** Publishes gathered in the current turn, sent together when it ends. */
-  private batch: { topic: string; message: Message; resolve: () => void; reject: (error: unknown) => void }[] | undefined;
+  private batch: { id: string; topic: string; message: Message; resolve: () => void; reject: (error: unknown) => void }[] | undefined;
 
   /**
    * @param dependencies `{ kafka }` (an idempotent producer is created, connected by `start()`,
@@ -87,17 +87,19 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
       headers: headers as Record<string, string>,
       ...(destination.partition === undefined ? {} : { partition: destination.partition }),
     };
-    const sent = new Promise<void>((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       if (!this.batch) {
         this.batch = [];
         setImmediate(() => this.flush());
       }
-      this.batch.push({ topic: destination.topic, message, resolve, reject });
+      this.batch.push({ id: record.id, topic: destination.topic, message, resolve, reject });
     });
-    return withDeadline(sent, this.publishTimeoutMs, `produce of outbox message ${record.id} to ${destination.topic}`);
   }
 
-  /** Sends the turn's publishes as one request (messages grouped by topic, in call order). */
+  /**
+   * Sends the turn's publishes as one request (messages grouped by topic, in call order), under
+   * one `publishTimeoutMs` deadline for the request (set in the turn of the publishes).
+   */
   private flush(): void {
     const batch = this.batch ?? [];
     this.batch = undefined;
@@ -108,7 +110,9 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
       else byTopic.set(entry.topic, [entry.message]);
     }
     const topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
-    this.producer.sendBatch({ topicMessages, acks: -1, timeout: this.publishTimeoutMs }).then(
+    const topics = topicMessages.map((t) => t.topic).join(', ');
+    const what = `produce of ${batch.length === 1 ? `outbox message ${batch[0]!.id}` : `${batch.length} outbox messages`} to ${topics}`;
+    withDeadline(this.producer.sendBatch({ topicMessages, acks: -1, timeout: this.publishTimeoutMs }), this.publishTimeoutMs, what).then(
       () => batch.forEach((e) => e.resolve()),
       (error: unknown) => batch.forEach((e) => e.reject(error)),
     );

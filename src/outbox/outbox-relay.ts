@@ -261,7 +261,7 @@ export class OutboxRelay implements RunnableConsumer {
     if (claim.records.length === 0) return { claimed: 0, published: 0, failed: 0, released: 0 };
     // A full batch: more is likely waiting; a lane of the loop that is idle claims it meanwhile.
     if (claim.records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
-    this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
+    if (this.observer) this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
     const held = new Set(claim.records.map((r) => r.sequence));
     const keeper = new LeaseExtender(this.store, claim, held, this.options, this.logger, (sequences) => this.emit({ type: 'lease_lost', fencingToken: claim.lease.fencingToken, sequences }));
     const current: CurrentClaim = { claim, held, settled: false, keeper };
@@ -281,7 +281,7 @@ export class OutboxRelay implements RunnableConsumer {
               await this.publish(record);
               confirmed.push(record.sequence);
               this.published++;
-              this.emit({ type: 'published', fencingToken: claim.lease.fencingToken, record });
+              if (this.observer) this.emit({ type: 'published', fencingToken: claim.lease.fencingToken, record });
             } catch (error) {
               this.publishFailures++;
               const failure = this.failureOf(record, error);
@@ -300,8 +300,9 @@ export class OutboxRelay implements RunnableConsumer {
     if (current.settled) return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: 0 };
     current.settled = true;
     this.current.delete(current);
-    const failedSequences = new Set(failures.map((f) => f.sequence));
-    const rest = claim.records.map((r) => r.sequence).filter((s) => !failedSequences.has(s) && !confirmed.includes(s));
+    const done = new Set(confirmed);
+    for (const f of failures) done.add(f.sequence);
+    const rest = done.size === claim.records.length ? [] : claim.records.map((r) => r.sequence).filter((s) => !done.has(s));
     await this.settle(claim, confirmed, failures, rest);
     return { claimed: claim.records.length, published: confirmed.length, failed: failures.length, released: rest.length };
   }
@@ -311,8 +312,11 @@ export class OutboxRelay implements RunnableConsumer {
     try {
       if (confirmed.length > 0) {
         const removed = await this.store.complete(lease, confirmed);
-        const ids = claim.records.filter((r) => confirmed.includes(r.sequence)).map((r) => r.id);
-        this.emit({ type: 'completed', fencingToken: lease.fencingToken, ids, removed });
+        if (this.observer) {
+          const done = new Set(confirmed);
+          const ids = claim.records.filter((r) => done.has(r.sequence)).map((r) => r.id);
+          this.emit({ type: 'completed', fencingToken: lease.fencingToken, ids, removed });
+        }
         if (removed < confirmed.length) {
           this.logger.warn({ relay: this.options.name, fencingToken: lease.fencingToken, confirmed: confirmed.length, removed }, 'outbox relay: some published messages were taken over by another relay before they were removed; it publishes them again (same ids)');
         }

@@ -8,6 +8,7 @@ import * as m0001 from './0001-platform-inbox';
 import * as m0002 from './0002-tenant-inbox';
 import * as m0003 from './0003-outbox';
 import * as m0004 from './0004-port-claim';
+import * as m0005 from './0005-outbox-hot-lease';
 
 export type { MigrationContext } from './context';
 
@@ -27,9 +28,10 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: m0002.VERSION, name: m0002.NAME, needsTenants: true, sql: m0002.sql },
   { version: m0003.VERSION, name: m0003.NAME, needsTenants: false, sql: m0003.sql },
   { version: m0004.VERSION, name: m0004.NAME, needsTenants: false, sql: m0004.sql },
+  { version: m0005.VERSION, name: m0005.NAME, needsTenants: false, sql: m0005.sql },
 ];
 
-/** The outbox migration a relay or a stager of this version needs. */
+/** The outbox migration a relay or a stager of this version needs (migration 5 makes its leases cheaper; the relay runs without it). */
 export const REQUIRED_OUTBOX_VERSION = m0003.VERSION;
 export { OUTBOX_CHANNEL } from './0003-outbox';
 

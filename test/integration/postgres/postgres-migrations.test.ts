@@ -1,6 +1,6 @@
 /**
  * The inbox migrations on the real PostgreSQL: up on an empty schema, an idempotent re-run,
- * the CHECK constraints refusing bad rows, the foreign key refusing an unknown tenant, the
+ * the outbox's leases as HOT updates (migration 5), the CHECK constraints refusing bad rows, the foreign key refusing an unknown tenant, the
  * startup check failing closed, and the CLI (`twophase postgres migrate`).
  */
 import { createHash } from 'node:crypto';
@@ -9,6 +9,7 @@ import {
   migrate,
   PostgresClaimer,
   SchemaMismatchError,
+  stageOutbox,
 } from '../../../adapters/postgres';
 import { runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
@@ -28,23 +29,23 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
     expect(first.alreadyApplied).toEqual([]);
     expect(first.applied.map((m) => m.version)).toEqual(MIGRATIONS.map((m) => m.version));
     const recorded = await f.pool.query(`SELECT version FROM ${f.schema}.twophase_migrations ORDER BY version`);
-    expect(recorded.rows.map((r) => r.version)).toEqual([1, 2, 3, 4]);
+    expect(recorded.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5]);
     const again = await migrate(f.pool, { schema: f.schema, tenants: f.tenants });
     expect(again.applied).toEqual([]);
-    expect(again.alreadyApplied).toEqual([1, 2, 3, 4]);
+    expect(again.alreadyApplied).toEqual([1, 2, 3, 4, 5]);
     expect(again.sql).toEqual([]);
   });
 
   test('concurrent runs apply each version once (advisory lock)', async () => {
     f = await freshSchema('migrace', { migrated: false });
     const runs = await Promise.all([1, 2, 3].map(() => migrate(f.pool, { schema: f.schema, tenants: f.tenants })));
-    expect(runs.flatMap((r) => r.applied.map((m) => m.version)).sort()).toEqual([1, 2, 3, 4]);
+    expect(runs.flatMap((r) => r.applied.map((m) => m.version)).sort()).toEqual([1, 2, 3, 4, 5]);
   });
 
   test('without the tenants table the tenant inbox stays pending (reported as skipped) and is applied later', async () => {
     f = await freshSchema('migskip', { migrated: false });
     const first = await migrate(f.pool, { schema: f.schema });
-    expect(first.applied.map((m) => m.version)).toEqual([1, 3, 4]);
+    expect(first.applied.map((m) => m.version)).toEqual([1, 3, 4, 5]);
     expect(first.skipped.map((m) => m.version)).toEqual([2]);
     const later = await migrate(f.pool, { schema: f.schema, tenants: f.tenants });
     expect(later.applied.map((m) => m.version)).toEqual([2]);
@@ -53,10 +54,32 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
   test('a dry run lists the SQL and changes nothing', async () => {
     f = await freshSchema('migdry', { migrated: false });
     const dry = await migrate(f.pool, { schema: f.schema, tenants: f.tenants, dryRun: true });
-    expect(dry.applied.map((m) => m.version)).toEqual([1, 2, 3, 4]);
+    expect(dry.applied.map((m) => m.version)).toEqual([1, 2, 3, 4, 5]);
     expect(dry.sql.join('\n')).toContain('CREATE TABLE');
     const exists = await f.pool.query('SELECT to_regnamespace($1) AS s', [f.schema]);
     expect(exists.rows[0].s).toBeNull();
+  });
+
+  test('migration 5: a relay claim leases 1 KiB outbox rows as HOT updates (no new row version in the indexes)', async () => {
+    f = await freshSchema('mighot');
+    const body = Buffer.alloc(1024, 120);
+    const client = await f.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await stageOutbox(client, [1, 2, 3].map((i) => ({ to: { topic: 't', key: `k${i}` }, body })), { schema: f.schema, notify: false });
+      await client.query('COMMIT');
+      // pg_stat_xact_user_tables counts this transaction's own changes, at once.
+      const updates = async () =>
+        (await client.query<{ upd: string; hot: string }>(`SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'twophase_outbox'`, [f.schema])).rows[0]!;
+      await client.query('BEGIN');
+      const claimed = await client.query<{ seq: string; fencing_token: string }>(`SELECT seq, fencing_token FROM ${f.schema}.twophase_outbox_claim('o', 10, 30000, '{kafka}', true)`);
+      expect(claimed.rows).toHaveLength(3);
+      expect(await updates()).toEqual({ upd: '3', hot: '3' });
+      await client.query('COMMIT');
+    } finally {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+    }
   });
 
   test('CHECK constraints refuse bad rows: digest length, status, attempt, fencing token, outcome size and shape', async () => {
@@ -138,10 +161,10 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
     const tenants = `${f.tenants.schema}.${f.tenants.table}`;
     expect(await runCli(['postgres', 'migrate', '--url', pgUrl(), '--schema', f.schema, '--tenants-table', tenants, '--dry-run', '--json'], { io })).toBe(0);
     const dry = JSON.parse(out.join(''));
-    expect(dry).toMatchObject({ dryRun: true, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }] });
+    expect(dry).toMatchObject({ dryRun: true, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 6 }] });
     out.length = 0;
     expect(await runCli(['postgres', 'migrate', '--url', pgUrl(), '--schema', f.schema, '--tenants-table', tenants, '--json'], { io })).toBe(0);
-    expect(JSON.parse(out.join(''))).toMatchObject({ dryRun: false, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }] });
+    expect(JSON.parse(out.join(''))).toMatchObject({ dryRun: false, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 6 }] });
     out.length = 0;
     expect(await runCli(['postgres', 'migrate', '--url', pgUrl(), '--schema', f.schema], { io })).toBe(0);
     expect(out.join('')).toMatch(/up to date/);
