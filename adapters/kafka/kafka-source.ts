@@ -132,8 +132,8 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
   private epochCounter = 0;
   /** Workers of the current generation. */
   private readonly workers = new Map<string, PartitionWorker>();
-  /** The last worker of each partition, of any generation: a new worker waits for it. */
-  private readonly tails = new Map<string, Promise<void>>();
+  /** The last worker of each partition, of any generation: a new worker waits for it, then skips what it settled. */
+  private readonly tails = new Map<string, PartitionWorker>();
   private inFlight = 0;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly committer: OffsetCommitter;
@@ -426,7 +426,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     if (!worker) {
       worker = new PartitionWorker(this.host!, batch.topic, batch.partition, generation.epoch, this.tails.get(key));
       this.workers.set(key, worker);
-      this.tails.set(key, worker.done);
+      this.tails.set(key, worker);
     }
     this.counters.batches++;
     this.counters.records += worker.enqueue(batch.messages);

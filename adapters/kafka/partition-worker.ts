@@ -103,12 +103,16 @@ export class PartitionWorker {
   private readonly pauseReasons = new Set<'buffer' | 'wait'>();
   private unavailableStreak = 0;
 
+  /**
+   * @param previous the same partition's worker of an earlier generation on this member, if any:
+   *   this one dispatches nothing before it is done, then skips the records it settled
+   */
   constructor(
     private readonly host: WorkerHost,
     readonly topic: string,
     readonly partition: number,
     readonly epoch: number,
-    previous: Promise<void> | undefined,
+    previous: PartitionWorker | undefined,
   ) {
     this.claims = new ClaimAhead(host);
     this.chunk = new SharedChunk(() => this.wakeUp());
@@ -198,10 +202,19 @@ export class PartitionWorker {
     wake?.();
   }
 
-  private async run(previous: Promise<void> | undefined): Promise<void> {
+  private async run(previous: PartitionWorker | undefined): Promise<void> {
     // The same partition's worker of the previous generation may still be dispatching: wait, so
     // two dispatches of one partition never overlap and order holds across rebalances.
-    if (previous) await previous;
+    if (previous) {
+      await previous.done;
+      // The client starts a kept (or returning) partition again at its committed offset, which may
+      // be behind what the previous worker settled (records that settled after the last commit, or
+      // that were in flight at the group join). This member settled them: acked after their claim
+      // committed, or written to the dead-letter topic. Dispatching them again would only find a
+      // done claim, or write a second dead letter; skip them, and commit past them.
+      const settled = previous.committable;
+      if (settled !== undefined) this.queue.settledBelow(settled);
+    }
     try {
       for (;;) {
         const item = await this.next();

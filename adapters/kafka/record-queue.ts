@@ -52,6 +52,8 @@ export class RecordQueue {
   lastSettled: string | undefined;
   /** The highest offset queued; records at or below it are not queued again. */
   private lastQueued: string | undefined;
+  /** Records below this offset were settled by this partition's previous worker on this member: queued as settled. */
+  private settledBefore: string | undefined;
 
   /**
    * Queues fetched records (those below the highest offset already queued are ignored, so a
@@ -63,11 +65,20 @@ export class RecordQueue {
       if (this.lastQueued !== undefined && !offsetAbove(record.offset, this.lastQueued)) continue;
       this.lastQueued = record.offset;
       const bytes = (record.value?.length ?? 0) + (record.key?.length ?? 0);
-      this.items.push({ record, bytes });
+      this.items.push(this.settledBefore !== undefined && offsetAbove(this.settledBefore, record.offset) ? { record, bytes, settled: true } : { record, bytes });
       this.bufferedBytes += bytes;
       queued++;
     }
     return queued;
+  }
+
+  /**
+   * Marks settled every record below `offset`, queued or queued later: this partition's previous
+   * worker on this member settled them (its committable offset). Call before anything was dispatched.
+   */
+  settledBelow(offset: string): void {
+    this.settledBefore = offset;
+    for (const item of this.items) if (offsetAbove(offset, item.record.offset)) item.settled = true;
   }
 
   /** The record at the cursor, if any. */

@@ -21,7 +21,15 @@ export interface ReadDeadLetter {
   readonly trackingId: string;
   readonly reason: string | undefined;
   readonly errorType: string | undefined;
+  /** Where the record was, when the broker says (Kafka: `partition@offset` from the `twophase-original-*` headers). */
+  readonly origin?: string;
 }
+
+/**
+ * Explains more than one dead letter of one record by a redelivery the broker's log shows, or
+ * says why it cannot (the returned message fails the batch).
+ */
+export type RepeatedDeadLetterCheck = (trackingId: string, copies: readonly ReadDeadLetter[]) => string | undefined;
 
 /** Reads a tracking header that may arrive as a string or a Buffer (Kafka). */
 export function trackingIdOf(headers: Readonly<Record<string, unknown>>): string | undefined {
@@ -37,21 +45,33 @@ export class FuzzRecorder {
   readonly handled = new Map<string, string[]>();
   /** Tracking id → final actions (ack or reject) of its deliveries. */
   readonly finals = new Map<string, DeliveryResult[]>();
+  /**
+   * Tracking id → dead letters its deliveries wrote: rejects whose settle did not fail. A reject
+   * whose dead letter was not written (Kafka: the partition was revoked first) ends with
+   * `ack_failed`; the record's next owner gets it again.
+   */
+  readonly written = new Map<string, number>();
 
   readonly observer: ConsumerObserver = {
     onDelivery: (info) => {
       const id = trackingIdOf(info.headers);
+      let settleFailed = false;
       return {
+        event: (event) => {
+          if (event.type === 'ack_failed') settleFailed = true;
+        },
         end: (result) => {
           if (id === undefined || (result.action !== 'ack' && result.action !== 'reject')) return;
           this.finals.set(id, [...(this.finals.get(id) ?? []), result]);
+          if (result.action === 'reject' && !settleFailed) this.written.set(id, (this.written.get(id) ?? 0) + 1);
         },
       };
     },
   };
 
+  /** True when each id ended in an ack or in a dead letter written (not a reject whose write was cut short). */
   settled(ids: readonly string[]): boolean {
-    return ids.every((id) => this.finals.has(id));
+    return ids.every((id) => (this.written.get(id) ?? 0) > 0 || (this.finals.get(id) ?? []).some((r) => r.action === 'ack'));
   }
 }
 
@@ -71,10 +91,11 @@ export class RecordingConsumer extends ConsumerBase<unknown> {
 }
 
 /**
- * Checks one batch: each message expected dead is in the DLQ exactly once with its reason and
+ * Checks one batch: each message expected dead is in the DLQ with its reason and
  * `InvalidMessageError`, and was never handled; each good key was handled exactly once across
  * the batch (repeats are done duplicates), and never dead-lettered; every message ended in an ack
- * or a reject.
+ * or a reject. A dead message is in the DLQ exactly once, unless `repeated` is given: then more
+ * copies must be explained by it (a redelivery the broker's log shows).
  * @throws Error describing the first mismatch
  */
 export function checkBatch(
@@ -84,6 +105,7 @@ export function checkBatch(
   transport: Transport,
   recorder: FuzzRecorder,
   deadLetters: ReadonlyMap<string, readonly ReadDeadLetter[]>,
+  repeated?: RepeatedDeadLetterCheck,
 ): void {
   const handledKeys: string[] = [];
   const expectedKeys = new Set<string>();
@@ -99,8 +121,12 @@ export function checkBatch(
     if (!recorder.finals.has(id)) throw new Error(`${m.label} (${id}): never settled`);
     if (fate.kind === 'dead') {
       if (handled.length > 0) throw new Error(`${m.label} (${id}): the handler ran for a message that must be dead-lettered as ${fate.reason}`);
-      if (dead.length !== 1 || dead[0]!.reason !== fate.reason || dead[0]!.errorType !== 'InvalidMessageError') {
+      if (dead.length === 0 || dead.some((d) => d.reason !== fate.reason || d.errorType !== 'InvalidMessageError')) {
         throw new Error(`${m.label} (${id}): expected one dead letter ${fate.reason} / InvalidMessageError, got ${JSON.stringify(dead)}`);
+      }
+      if (dead.length > 1) {
+        const unexplained = repeated ? repeated(id, dead) : 'no redelivery is possible here';
+        if (unexplained !== undefined) throw new Error(`${m.label} (${id}): dead-lettered ${dead.length} times: ${unexplained}; ${JSON.stringify(dead)}`);
       }
     } else {
       if (dead.length > 0) throw new Error(`${m.label} (${id}): expected to be handled, was dead-lettered ${JSON.stringify(dead)}`);

@@ -7,7 +7,7 @@
 import { ack } from '../../../src';
 import type { KafkaSource } from '../../../adapters/kafka';
 import { clients, describeEachClient } from './support/clients';
-import { EffectLog, fastSource, keyedProducer, kafkaSuite, messages, ownershipGuard, TestConsumer, unique } from './support/kafka-helpers';
+import { EffectLog, fastSource, keyedProducer, kafkaSuite, messages, ownershipGuard, recordEvents, TestConsumer, unique } from './support/kafka-helpers';
 import { waitFor } from '../../support/wait';
 import { uniquePrefix } from '../redis/support/redis-helpers';
 
@@ -116,5 +116,51 @@ describeEachClient(['kafka', 'redis'], 'Kafka adapter: group membership changes'
     expect(b.count('busy')).toBeGreaterThanOrEqual(1);
     expect(b.count('done_duplicate')).toBeGreaterThanOrEqual(1);
     expect(sourceA.stats.groupJoins).toBeGreaterThanOrEqual(2);
+  });
+
+  test('a partition kept across a rebalance: records its previous worker settled after the last commit are not dispatched again', async () => {
+    // A runs the first record of each partition past the rebalance B's arrival starts (A's next
+    // group join). Those records settle in A's old generation, after its last commit; the
+    // partition A keeps then starts again at that commit (the client fetches it again). They were
+    // settled by this very member: dispatching them again is a claimer round trip for a handled
+    // record, and a second copy in the dead-letter topic for a rejected one.
+    const topic = await topics.create('kept', 2);
+    const groupId = unique('kept-group');
+    const { producer, close } = await keyedProducer(kafka);
+    for (const partition of [0, 1]) await producer.send(topic, messages(`k${partition}`, 3).map((m) => ({ ...m, partition })));
+    await close();
+
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const started = new Set<string>();
+    const handler = async (message: { key: string }) => {
+      started.add(message.key);
+      if (message.key.endsWith('-0')) await released;
+      return ack();
+    };
+    const sourceA = fastSource(client, { topics: [topic], groupId });
+    const sourceB = fastSource(client, { topics: [topic], groupId });
+    const eventsA = recordEvents(sourceA);
+    const prefix = uniquePrefix('kafka-kept');
+    const a = new TestConsumer({ name: groupId, claimer: await redis.claimer('kept-a', { prefix }), source: sourceA, busyRequeueDelayMs: 300 }, handler);
+    const b = new TestConsumer({ name: groupId, claimer: await redis.claimer('kept-b', { prefix }), source: sourceB, busyRequeueDelayMs: 300 }, handler);
+    consumers.push(a, b);
+    await a.start();
+    await waitFor(() => started.size === 2, { what: 'A mid-handler on the first record of both partitions' });
+    await b.start();
+    await waitFor(() => sourceA.stats.groupJoins >= 2, { what: "A's group join after B arrived", timeoutMs: 30_000 });
+    const kept = eventsA.filter((e) => e.type === 'group_join').at(-1)!;
+    expect(kept.type === 'group_join' && (kept.assignment[topic] ?? []).length).toBe(1);
+    release();
+    await waitFor(async () => started.size === 6 && (await topics.fullyCommitted(groupId, topic)), { what: 'all 6 handled and committed', timeoutMs: 45_000, intervalMs: 100 });
+
+    // Each (partition, offset) reached A's pipeline once: acquired, never again as a done duplicate.
+    const seen = new Map<string, string[]>();
+    for (const e of a.events) {
+      if (e.type !== 'acquired' && e.type !== 'done_duplicate' && e.type !== 'busy') continue;
+      const at = `${String(e.metadata.attributes?.partition)}@${String(e.metadata.attributes?.offset)}`;
+      seen.set(at, [...(seen.get(at) ?? []), e.type]);
+    }
+    expect([...seen].filter(([, types]) => types.length > 1)).toEqual([]);
   });
 });

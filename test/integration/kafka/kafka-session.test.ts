@@ -80,7 +80,10 @@ describeEachClient(['kafka', 'redis'], 'Kafka adapter: S09 eviction after a bloc
     await waitFor(() => topics.fullyCommitted(groupId, topic), { what: 'offset 1 committed after the rejoin', timeoutMs: 20_000, intervalMs: 200 });
     expect(runs).toBe(1);
     expect(consumer.count('committed')).toBe(1);
-    expect(consumer.count('done_duplicate')).toBe(1);
+    // The client fetches the record again after the rejoin; the source skips it without a dispatch
+    // (this member's previous worker of the partition settled it), and commits past it.
+    expect(consumer.count('acquired')).toBe(1);
+    expect(consumer.count('done_duplicate')).toBe(0);
     const joins = events.filter((e): e is Extract<KafkaSourceEvent, { type: 'group_join' }> => e.type === 'group_join');
     expect(new Set(joins.map((j) => j.memberId)).size).toBeGreaterThanOrEqual(2);
     expect(consumer.health().live).toBe(true);
