@@ -25,6 +25,12 @@
  *                  `db.transaction` (the generic port path, as for Prisma, Kysely, TypeORM)
  *   prisma port    `prismaTransactions(prisma)` (the test client of test/support/prisma, with
  *                  `@prisma/adapter-pg`): `tx.effect.create` of one row, the generic port path
+ *   alone rows     the same handlers in each library's own transaction without twophase, raw
+ *                  amqplib at prefetch 32: `pg` (BEGIN, the INSERT on a pool client, COMMIT),
+ *                  Drizzle on the second pool (`db.transaction`), Prisma (`prisma.$transaction`);
+ *                  each port row is compared with its library alone in the same run
+ *                  (`nativeVsPgAlone`, `drizzleVsDrizzleAlone`, `drizzleOtherPoolVsDrizzleAlone`,
+ *                  `prismaVsPrismaAlone`: time per message ratio, added wall µs and Node CPU µs per message)
  *
  * Reports throughput (msg/s), this process's CPU per message (µs) and PostgreSQL commits per
  * second (`pg_stat_database.xact_commit` of the database: other clients' commits count too on a
@@ -32,7 +38,7 @@
  * high). Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only]
- * `--port-only` runs only "twophase transactional" and the three port rows, interleaved (Kafka is still
+ * `--port-only` runs only "twophase transactional", the three port rows and the three alone rows, interleaved (Kafka is still
  * connected to, not used).
  */
 import { writeFileSync } from 'node:fs';
@@ -103,7 +109,18 @@ class LedgerConsumer extends ConsumerBase<Buffer, PoolClient | undefined> {
   }
 }
 
-async function runFloor(queue: string, pool: Pool, ledger: string, prefetch = PREFETCH): Promise<{ elapsedMs: number; cpuUs: number }> {
+/**
+ * Raw amqplib at `prefetch`: each delivery runs `effect` (by default one INSERT of the ledger row in
+ * its own transaction, autocommit), then is acked. The "alone" rows pass the port rows' handler
+ * wrapped in the library's own transaction, without twophase.
+ */
+async function runFloor(
+  queue: string,
+  pool: Pool,
+  ledger: string,
+  prefetch = PREFETCH,
+  effect: (key: string) => Promise<unknown> = (key) => pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [key]),
+): Promise<{ elapsedMs: number; cpuUs: number }> {
   const model = await amqp.connect(AMQP_URL);
   const ch = await model.createChannel();
   await ch.prefetch(prefetch, false);
@@ -117,7 +134,7 @@ async function runFloor(queue: string, pool: Pool, ledger: string, prefetch = PR
         first = performance.now();
         cpu = process.cpuUsage();
       }
-      void pool.query(`INSERT INTO ${ledger} (key) VALUES ($1)`, [String(m.properties.headers?.['idempotency-key'])]).then(() => {
+      void effect(String(m.properties.headers?.['idempotency-key'])).then(() => {
         ch.ack(m);
         if (++seen === COUNT) {
           const d = process.cpuUsage(cpu);
@@ -277,6 +294,23 @@ async function main(): Promise<void> {
     const prismaBusy = { busyRequeues: 0 };
     const prismaClaimer = new PostgresClaimer({ pool, transactions: prismaTransactions(prisma) }, { schema, mode: 'transactional' });
     const prismaInsert = (key: string, tx: unknown) => (tx as PrismaClient).effect.create({ data: { key, amount: 1 } });
+    // The same handlers in each library's own transaction, without twophase (the "alone" rows).
+    const otherDrizzle = drizzle(otherPool);
+    const pgAlone = async (key: string) => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await txInsert(key, client);
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    };
+    const drizzleAlone = (key: string) => otherDrizzle.transaction(async (tx) => drizzleInsert(key, tx));
+    const prismaAlone = (key: string) => prisma.$transaction(async (tx) => prismaInsert(key, tx));
     const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction)', (queue) => runFloor(queue, pool, ledger)],
       ['rabbitmq', 'twophase transactional (PostgresClaimer inbox)', (queue) => runTwophase(queue, transactional('per-record'), txInsert)],
@@ -290,12 +324,18 @@ async function main(): Promise<void> {
       ['rabbitmq', 'twophase transactional through the Drizzle port (drizzleTransactions)', (queue) => runTwophase(queue, drizzleClaimer as unknown as Claimer, drizzleInsert as never)],
       ['rabbitmq', 'twophase transactional through the Drizzle port, db on another pool (db.transaction)', (queue) => runTwophase(queue, drizzleCallbackClaimer as unknown as Claimer, drizzleInsert as never)],
       ['rabbitmq', 'twophase transactional through the Prisma port (prismaTransactions)', (queue) => runTwophase(queue, prismaClaimer as unknown as Claimer, prismaInsert as never, undefined, prismaBusy)],
+      ['rabbitmq', 'pg alone (raw amqplib + BEGIN, the same INSERT on a pool client, COMMIT)', (queue) => runFloor(queue, pool, ledger, PREFETCH, pgAlone)],
+      ['rabbitmq', 'Drizzle alone, another pool (raw amqplib + db.transaction, the same insert)', (queue) => runFloor(queue, pool, ledger, PREFETCH, drizzleAlone)],
+      ['rabbitmq', 'Prisma alone (raw amqplib + prisma.$transaction, the same tx.effect.create)', (queue) => runFloor(queue, pool, ledger, PREFETCH, prismaAlone)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
     const DRIZZLE_CALLBACK = 10;
     const PRISMA = 11;
-    const selected = PORT_ONLY ? [NATIVE, DRIZZLE, DRIZZLE_CALLBACK, PRISMA].map((i) => variants[i]!) : variants;
+    const PG_ALONE = 12;
+    const DRIZZLE_ALONE = 13;
+    const PRISMA_ALONE = 14;
+    const selected = PORT_ONLY ? [NATIVE, DRIZZLE, DRIZZLE_CALLBACK, PRISMA, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!) : variants;
     for (let run = 0; run < RUNS; run++) {
       for (const [broker, variant, measure] of selected) {
         // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
@@ -335,7 +375,24 @@ async function main(): Promise<void> {
       const added = perRun[port]!.map((x, run) => perRun[NATIVE]![run]! / x - 1).sort((a, b) => a - b);
       return Math.round(added[Math.floor(added.length / 2)]! * 1000) / 10;
     };
+    // Twophase through a port against the same handler in the library's own transaction, per run:
+    // time per message (alone rate / port rate), added wall µs per message (1/rate difference) and
+    // added Node CPU µs per message; medians over runs.
+    const vsAlone = (port: number, alone: number) => {
+      const runsOf = (i: number) => samples.get(variants[i]![1])?.rows ?? [];
+      const pairs = runsOf(port).map((r, run) => [r, runsOf(alone)[run]!] as const);
+      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      return {
+        timePerMessageRatio: Math.round(median(pairs.map(([p, a]) => a.msgPerSec / p.msgPerSec)) * 100) / 100,
+        addedWallUsPerMessage: Math.round(median(pairs.map(([p, a]) => 1e6 / p.msgPerSec - 1e6 / a.msgPerSec))),
+        addedCpuUsPerMessage: Math.round(median(pairs.map(([p, a]) => p.cpuUsPerMsg - a.cpuUsPerMsg))),
+      };
+    };
     const portRatios = () => ({
+      nativeVsPgAlone: vsAlone(NATIVE, PG_ALONE),
+      drizzleVsDrizzleAlone: vsAlone(DRIZZLE, DRIZZLE_ALONE),
+      drizzleOtherPoolVsDrizzleAlone: vsAlone(DRIZZLE_CALLBACK, DRIZZLE_ALONE),
+      prismaVsPrismaAlone: vsAlone(PRISMA, PRISMA_ALONE),
       drizzleAddedTimePerMessagePercent: addedPerMessage(DRIZZLE),
       drizzleOtherPoolVsNative: rate(DRIZZLE_CALLBACK, NATIVE),
       drizzleOtherPoolAddedTimePerMessagePercent: addedPerMessage(DRIZZLE_CALLBACK),
