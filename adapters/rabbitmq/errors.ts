@@ -58,8 +58,9 @@ export class UnroutableError extends RabbitMqError {
     readonly exchange: string,
     readonly routingKey: string,
     readonly replyText: string,
+    message = `message to exchange "${exchange}" with routing key "${routingKey}" was returned as unroutable (${replyText})`,
   ) {
-    super('UNROUTABLE', `message to exchange "${exchange}" with routing key "${routingKey}" was returned as unroutable (${replyText})`);
+    super('UNROUTABLE', message);
   }
 }
 

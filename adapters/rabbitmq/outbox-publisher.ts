@@ -8,6 +8,11 @@ import { type OutboxPublisher, type OutboxRecord, type PublishFailureClass } fro
 import { BrokerUnavailableError, MessageTooLargeError, PublishError, UnroutableError } from './errors';
 import { type PublishMessageOptions, RabbitMqPublisher, type RabbitMqPublisherOptions } from './publisher';
 
+/** How long an exchange seen to exist is trusted before it is checked again, ms. */
+const EXCHANGE_RECHECK_MS = 30_000;
+/** Exchanges remembered at most (the cache starts over past it). */
+const MAX_CHECKED_EXCHANGES = 1000;
+
 /**
  * An {@link OutboxPublisher} for RabbitMQ. Options are those of {@link RabbitMqPublisher}
  * (URL, confirm deadline `publishTimeoutMs`, reconnect delay, `injectContext`, …); the relay
@@ -21,6 +26,8 @@ export class RabbitMqOutboxPublisher implements OutboxPublisher {
   readonly system = 'rabbitmq' as const;
   private readonly publisher: RabbitMqPublisher;
   private started = false;
+  /** Exchanges checked to exist, with the time of the check (ms): checked again after {@link EXCHANGE_RECHECK_MS}. */
+  private readonly exchanges = new Map<string, { readonly at: number; readonly exists: Promise<boolean> }>();
 
   /** @throws ConfigurationError for an invalid option */
   constructor(options: RabbitMqPublisherOptions) {
@@ -39,8 +46,11 @@ export class RabbitMqOutboxPublisher implements OutboxPublisher {
   }
 
   /**
-   * Publishes `record` and resolves once the broker confirmed it and did not return it.
-   * @throws UnroutableError when no queue is bound (returned under `mandatory`)
+   * Publishes `record` and resolves once the broker confirmed it and did not return it. Its
+   * exchange is first checked to exist (on a channel of its own, once per exchange every 30 s): a
+   * publish to a missing exchange would make the broker close the confirm channel and fail every
+   * other publish in flight on it.
+   * @throws UnroutableError when the exchange does not exist (nothing was sent) or no queue is bound (returned under `mandatory`)
    * @throws PublishError when the broker nacked it or no confirm came within `publishTimeoutMs`
    * @throws MessageTooLargeError when its headers cannot be encoded (nothing was sent)
    * @throws BrokerUnavailableError before `start()` or after `close()`
@@ -62,7 +72,30 @@ export class RabbitMqOutboxPublisher implements OutboxPublisher {
       ...(p.priority === undefined ? {} : { priority: p.priority }),
       ...(p.expirationMs === undefined ? {} : { expirationMs: p.expirationMs }),
     };
+    await this.checkExchange(destination.exchange, destination.routingKey);
     await this.publisher.publish(destination.exchange, destination.routingKey, record.body, options);
+  }
+
+  private async checkExchange(exchange: string, routingKey: string): Promise<void> {
+    if (exchange === '') return;
+    const now = Date.now();
+    let check = this.exchanges.get(exchange);
+    if (check === undefined || now - check.at > EXCHANGE_RECHECK_MS) {
+      if (this.exchanges.size >= MAX_CHECKED_EXCHANGES) this.exchanges.clear();
+      check = { at: now, exists: this.publisher.exchangeExists(exchange) };
+      this.exchanges.set(exchange, check);
+    }
+    let exists: boolean;
+    try {
+      exists = await check.exists;
+    } catch (error) {
+      this.exchanges.delete(exchange);
+      throw error;
+    }
+    if (!exists) {
+      this.exchanges.delete(exchange);
+      throw new UnroutableError(exchange, routingKey, 'NOT_FOUND', `exchange "${exchange}" does not exist (404 NOT_FOUND); the message (routing key "${routingKey}") was not sent`);
+    }
   }
 
   /**

@@ -3,7 +3,7 @@
  * header, is published `mandatory`, and `publish` resolves only after the broker's confirm.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import type { Options } from 'amqplib';
+import type { ChannelModel, Options } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
 import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
 import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
@@ -249,6 +249,34 @@ export class RabbitMqPublisher {
     }
     await this.publisher.publish(exchange, routingKey, content, properties, options.timeoutMs ?? this.publishTimeoutMs);
     return receipt;
+  }
+
+  /**
+   * Whether `exchange` exists, asked on a channel of its own that is closed after: a check of a
+   * missing exchange (a passive `exchange.declare`) is answered with 404 NOT_FOUND and the broker
+   * closes the channel it ran on (AMQP 0-9-1, `exchange.declare`, passive bit), and so would a
+   * publish to it close the confirm channel and fail every publish in flight there. The default
+   * exchange (`''`) always exists.
+   * @throws BrokerUnavailableError when not connected or the check fails otherwise
+   */
+  async exchangeExists(exchange: string): Promise<boolean> {
+    if (exchange === '') return true;
+    const model = this.manager?.connection as ChannelModel | undefined;
+    if (!model) throw new BrokerUnavailableError(`could not check exchange "${exchange}": not connected to RabbitMQ`);
+    try {
+      const channel = await model.createChannel();
+      // The broker closes the channel on 404; the close is expected here.
+      channel.on('error', () => undefined);
+      try {
+        await channel.checkExchange(exchange);
+        return true;
+      } finally {
+        await channel.close().catch(() => undefined);
+      }
+    } catch (error) {
+      if ((error as { code?: unknown })?.code === 404) return false;
+      throw new BrokerUnavailableError(`could not check exchange "${exchange}"`, { cause: error });
+    }
   }
 
   /** Publishes straight to `queue` through the default exchange. See {@link RabbitMqPublisher.publish}. */

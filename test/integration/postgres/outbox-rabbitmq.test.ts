@@ -129,6 +129,37 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
     expect(relay.health().published).toBe(0);
   });
 
+  test('a message to an exchange that does not exist fails alone (unroutable, naming the exchange); the messages published beside it are not touched', async () => {
+    const missing = `${f.exchange}.missing`;
+    await f.inTransaction(async (c) => {
+      const outbox = transactionOutbox(c, { schema: f.schema });
+      await outbox.stage({ to: { exchange: missing, routingKey: 'placed' }, body: 'nowhere' });
+      for (let i = 0; i < 5; i++) await outbox.stage(placed(`beside-${i}`));
+    });
+    const failures: unknown[] = [];
+    // One attempt each: a message failed by its neighbour's publish would be dead at once.
+    const relay = f.relay({ observer: { onEvent: (e) => e.type === 'failed' && failures.push(e.error) } }, { maxAttempts: 1 });
+    await relay.start();
+    const rows = await waitFor(async () => {
+      const r = await f.rows();
+      return r.length === 1 && r[0]!.state === 'dead' ? r : undefined;
+    }, { what: 'the five published and removed, the one to the missing exchange dead' });
+    expect(rows[0]).toMatchObject({ state: 'dead', attempts: 1, dead_reason: 'unroutable' });
+    expect(rows[0]!.last_error).toContain(`exchange "${missing}" does not exist`);
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toBeInstanceOf(UnroutableError);
+    const got = await waitFor(async () => {
+      const d = await f.drain();
+      return d.length > 0 ? d : undefined;
+    }, { what: 'the five messages' });
+    const all = [...got];
+    await waitFor(async () => {
+      all.push(...(await f.drain()));
+      return all.length >= 5;
+    }, { what: 'all five messages' });
+    expect(all.map((m) => (JSON.parse(m.content.toString()) as { orderId: string }).orderId).sort()).toEqual(['beside-0', 'beside-1', 'beside-2', 'beside-3', 'beside-4']);
+  });
+
   test('a poison message backs off, then is dead with its reason after maxAttempts; its key holds, other keys are published', async () => {
     await f.inTransaction(async (c) => {
       const outbox = transactionOutbox(c, { schema: f.schema });
