@@ -167,7 +167,14 @@ function bodyOf(body: unknown): [Buffer, boolean] {
   if (body === undefined || typeof body === 'function' || typeof body === 'symbol' || typeof body === 'bigint') {
     throw new InvalidOutboxMessageError(`outbox message body must be bytes, a string or a JSON value, got ${describeType(body)}`);
   }
-  return [Buffer.from(JSON.stringify(body), 'utf8'), true];
+  let json: string;
+  try {
+    json = JSON.stringify(body);
+  } catch (error) {
+    // A bigint inside, a circular reference, a toJSON that throws.
+    throw new InvalidOutboxMessageError(`outbox message body cannot be serialised as JSON (${error instanceof Error ? error.message : String(error)}); pass bytes, a string or a JSON value`);
+  }
+  return [Buffer.from(json, 'utf8'), true];
 }
 
 function orderingKeyOf(orderingKey: unknown, destination: OutboxDestination): string | null {

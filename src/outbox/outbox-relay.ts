@@ -27,7 +27,7 @@ import type { RunnableConsumer } from '../runner';
 import { truncateErrorMessage } from '../settlement';
 import type { OutboxSystem } from './outbox-message';
 import type { OutboxClaim, OutboxFailure, OutboxNotifier, OutboxPublisher, OutboxPublishTracer, OutboxRecord, OutboxStats, OutboxStore, OutboxSubscription, PublishFailureClass } from './ports';
-import { type OutboxRelayOptions, type ResolvedOutboxRelayOptions, resolveRelayOptions } from './relay-options';
+import { OUTBOX_RELAY_OPTION_NAMES, type OutboxRelayOptions, type ResolvedOutboxRelayOptions, resolveRelayOptions } from './relay-options';
 
 /** What a relay uses and does not own. */
 export interface OutboxRelayDependencies {
@@ -138,6 +138,10 @@ export class OutboxRelay implements RunnableConsumer {
    */
   constructor(dependencies: OutboxRelayDependencies, options: OutboxRelayOptions = {}) {
     if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError(`OutboxRelay dependencies must be { store, publisher, notifier?, logger? }, got ${describeType(dependencies)}`);
+    const misplaced = Object.keys(dependencies).find((name) => OUTBOX_RELAY_OPTION_NAMES.includes(name));
+    if (misplaced !== undefined) {
+      throw new ConfigurationError(`OutboxRelay: "${misplaced}" is an option, not a dependency: pass options as the second argument, new OutboxRelay({ store, publisher }, { ${misplaced}: … })`);
+    }
     checkKnownOptions('OutboxRelay dependencies', dependencies, DEPENDENCY_NAMES);
     if (!dependencies.store || typeof dependencies.store.claim !== 'function') throw new ConfigurationError('OutboxRelay needs a store (for example new PostgresOutboxStore({ pool }))');
     const list = Array.isArray(dependencies.publisher) ? (dependencies.publisher as readonly OutboxPublisher[]) : [dependencies.publisher as OutboxPublisher];

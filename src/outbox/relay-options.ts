@@ -78,7 +78,8 @@ export const OUTBOX_RELAY_DEFAULTS: Readonly<Omit<Required<OutboxRelayOptions>, 
   storeRetryDelayMs: 1000,
 });
 
-const NAMES = optionNames<OutboxRelayOptions>()([
+/** The names of {@link OutboxRelayOptions}. */
+export const OUTBOX_RELAY_OPTION_NAMES: readonly string[] = optionNames<OutboxRelayOptions>()([
   'name',
   'batchSize',
   'leaseMs',
@@ -93,6 +94,7 @@ const NAMES = optionNames<OutboxRelayOptions>()([
   'statsIntervalMs',
   'storeRetryDelayMs',
 ]);
+const NAMES = OUTBOX_RELAY_OPTION_NAMES;
 
 /**
  * Merges `options` over the defaults into a new object.

@@ -53,6 +53,8 @@ describe('toOutboxEnvelope', () => {
     ['the reserved idempotency-key header', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', headers: { 'Idempotency-Key': 'k' } }, /reserved/],
     ['an undefined body', { to: { exchange: 'x', routingKey: 'r' }, body: undefined }, /body must be/],
     ['a priority out of range', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', properties: { priority: 300 } }, /priority/],
+    ['a body holding a bigint', { to: { exchange: 'x', routingKey: 'r' }, body: { amount: 10n } }, /cannot be serialised as JSON.*BigInt/],
+    ['a body with a circular reference', { to: { exchange: 'x', routingKey: 'r' }, body: (() => { const o: Record<string, unknown> = {}; o.self = o; return o; })() }, /cannot be serialised as JSON.*circular/],
   ])('refuses %s (InvalidOutboxMessageError naming the field)', (_name, message, pattern) => {
     expect(() => toOutboxEnvelope(id, message as never)).toThrow(InvalidOutboxMessageError);
     expect(() => toOutboxEnvelope(id, message as never)).toThrow(pattern);
@@ -70,6 +72,10 @@ describe('OutboxRelay construction', () => {
     expect(() => new OutboxRelay({ store, publisher }, { deadKeyPolicy: 'skip' as never })).toThrow(/deadKeyPolicy/);
     expect(() => new OutboxRelay({ store, publisher: [publisher, publisher] })).toThrow(ConfigurationError);
     expect(() => new OutboxRelay({ store, publisher, notifer: {} } as never)).toThrow(/notifer/);
+  });
+
+  test('an option passed among the dependencies is an error pointing to the second argument', () => {
+    expect(() => new OutboxRelay({ store, publisher, batchSize: 10 } as never)).toThrow(/"batchSize" is an option, not a dependency: pass options as the second argument/);
   });
 
   test('defaults: extendIntervalMs is a third of leaseMs', () => {
