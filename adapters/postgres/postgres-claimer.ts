@@ -24,7 +24,7 @@ import { StandaloneLease } from './standalone-lease';
 import { claimInTransaction } from './transaction-lease';
 import { claimThroughPort } from './port-lease';
 import type { TransactionPort } from './transaction-port';
-import { REQUIRED_PORT_VERSION } from './migrations';
+import { COMPLETION_FUNCTION_VERSION, REQUIRED_PORT_VERSION } from './migrations';
 import { claimChunk } from './chunk-claim';
 import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
 
@@ -77,6 +77,11 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
   /** @internal */ readonly clock: Clock;
   /** @internal Rate limit of repeated session warnings (a few per window, then a summary). */
   readonly warnings: LogLimiter;
+  /**
+   * @internal True once `ready()` found migration 7 applied: a per-record transaction completes
+   * through `twophase_complete` (planned once per session) instead of the inline statement.
+   */
+  completesInFunction = false;
 
   /**
    * @throws ConfigurationError for an invalid option or a missing pool
@@ -124,7 +129,8 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     const what = 'ready';
     const borrowed = await borrow(this.pool, what, this.options.readyTimeoutMs);
     try {
-      await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined, this.transactions ? [REQUIRED_PORT_VERSION] : []);
+      const applied = await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined, this.transactions ? [REQUIRED_PORT_VERSION] : []);
+      this.completesInFunction = applied.includes(COMPLETION_FUNCTION_VERSION);
     } catch (error) {
       borrowed.noteError(error);
       throw toClaimerError(error, what);

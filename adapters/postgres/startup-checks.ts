@@ -28,9 +28,10 @@ const INBOX_COLUMNS: Readonly<Record<string, string>> = {
  * @param schemaName unquoted schema; `schema` the same, quoted
  * @param tenant true for the tenant inbox
  * @param alsoRequired further migration versions the claimer needs (a transaction port's: 4)
+ * @returns the migration versions applied to the schema
  * @throws SchemaMismatchError whose `problems` lists every difference, one line each
  */
-export async function checkSchema(client: ClientBase, schemaName: string, schema: string, tenant: boolean, alsoRequired: readonly number[] = []): Promise<void> {
+export async function checkSchema(client: ClientBase, schemaName: string, schema: string, tenant: boolean, alsoRequired: readonly number[] = []): Promise<readonly number[]> {
   const table = tenant ? 'twophase_tenant_inbox' : 'twophase_inbox';
   const required = tenant ? REQUIRED_TENANT_VERSION : REQUIRED_PLATFORM_VERSION;
   const hint = 'run `twophase postgres migrate --url … --schema ' + schemaName + (tenant ? ' --tenants-table …` (the tenant inbox needs the tenants table)' : '`');
@@ -58,7 +59,7 @@ export async function checkSchema(client: ClientBase, schemaName: string, schema
     }
     if (tenant && !found.has('tenant_id')) problems.push(`column ${table}.tenant_id is missing`);
   }
-  if (problems.length === 0) return;
+  if (problems.length === 0) return versions;
   const summary = !migrations
     ? `the inbox schema "${schemaName}" has no migrations table: ${hint}`
     : missing.includes(required) || alsoRequired.some((v) => missing.includes(v))

@@ -34,7 +34,7 @@ import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
-import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
+import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
 import { outcomeJson } from './standalone-lease';
 import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
 
@@ -118,8 +118,7 @@ export class TransactionLease implements LeaseOperations {
       const schema = this.claimer.options.schema;
       const completion = this.tenant !== undefined
         ? completeStatement(settle.commitUpdate(schema, true), schema, [this.tenant, this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs], this.digests.scope)
-        : completeInsert(schema, {
-        ...(this.tenant === undefined ? {} : { tenant: this.tenant }),
+        : (this.claimer.completesInFunction ? completeCall : completeInsert)(schema, {
         key: this.digests.key,
         scope: this.digests.scope,
         keyText: this.claimer.options.keepKeyText ? this.key : null,

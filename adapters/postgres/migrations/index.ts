@@ -9,6 +9,7 @@ import * as m0002 from './0002-tenant-inbox';
 import * as m0003 from './0003-outbox';
 import * as m0004 from './0004-port-claim';
 import * as m0005 from './0005-outbox-hot-lease';
+import * as m0007 from './0007-inbox-completion';
 
 export type { MigrationContext } from './context';
 
@@ -29,6 +30,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: m0003.VERSION, name: m0003.NAME, needsTenants: false, sql: m0003.sql },
   { version: m0004.VERSION, name: m0004.NAME, needsTenants: false, sql: m0004.sql },
   { version: m0005.VERSION, name: m0005.NAME, needsTenants: false, sql: m0005.sql },
+  { version: m0007.VERSION, name: m0007.NAME, needsTenants: false, sql: m0007.sql },
 ];
 
 /** The outbox migration a relay or a stager of this version needs (migration 5 makes its leases cheaper; the relay runs without it). */
@@ -39,5 +41,7 @@ export { OUTBOX_CHANNEL } from './0003-outbox';
 export const REQUIRED_PLATFORM_VERSION = 1;
 /** The migration a claimer with a transaction port (`transactions`) needs besides the platform inbox's. */
 export const REQUIRED_PORT_VERSION = m0004.VERSION;
+/** The migration whose completion function a transactional claimer uses when the schema has it (the inline statement otherwise). */
+export const COMPLETION_FUNCTION_VERSION = m0007.VERSION;
 /** The newest tenant-inbox migration a tenant claimer of this version needs. */
 export const REQUIRED_TENANT_VERSION = 2;

@@ -144,6 +144,28 @@ export function completeInsert(schema: string, row: CompletedRow): string {
   );
 }
 
+/**
+ * {@link completeInsert} as one call of `twophase_complete` (migration 7), whose plan PostgreSQL
+ * keeps for the session: the same row, the same rules, the same answer (`kept`); a row held live
+ * by another claimer raises `division_by_zero` as the inline statement does. Platform inbox only.
+ */
+export function completeCall(schema: string, row: CompletedRow): string {
+  if (row.tenant !== undefined) throw new RangeError('completeCall serves the platform inbox only');
+  if (!Number.isInteger(row.attempt) || row.attempt < 1 || !Number.isInteger(row.fencingToken) || !Number.isInteger(row.retainMs)) throw new RangeError('integers expected');
+  const args = [
+    literal(row.scope),
+    literal(row.key),
+    `${literal(row.keyText)}::text`,
+    `${literal(row.fingerprint)}::bytea`,
+    String(row.attempt),
+    literal(row.owner),
+    String(row.fencingToken),
+    `${literal(row.outcomeJson)}::jsonb`,
+    String(row.retainMs),
+  ];
+  return `SELECT kept FROM ${schema}.twophase_complete(${args.join(', ')})`;
+}
+
 /** Parameters: lock id, scope digest, forget (boolean). */
 export function endAttempt(schema: string): string {
   return `SELECT ${schema}.twophase_end_attempt($1, $2, $3) AS unlocked`;
