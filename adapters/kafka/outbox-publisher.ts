@@ -1,15 +1,18 @@
 /**
  * The outbox relay's Kafka side: produces outbox records with `acks: -1` (all in-sync replicas)
- * through kafkajs's idempotent producer (`idempotent: true`, `maxInFlightRequests: 1`, as KIP-98
+ * through an idempotent producer (`idempotent: true`, `maxInFlightRequests: 1`, as KIP-98
  * requires of an idempotent producer), the outbox id in the `idempotency-key` header, the record
- * key, partition, headers and value as staged.
+ * key, partition, headers and value as staged. The producer is kafkajs's (`{ kafka }`,
+ * `{ producer }`) or one made by a {@link KafkaClient} (`{ client }`, e.g. `platformaticClient(…)`).
  *
  * The idempotent producer has one request in flight per broker, so publishes made in the same
- * event-loop turn (the relay publishes up to `keyConcurrency` keys at once) are coalesced into one
- * `sendBatch` request; each publish resolves or fails with that request. Per-key order is
- * unaffected: the relay never has two publishes of one key in flight.
+ * event-loop turn (the relay publishes up to `keyConcurrency` keys at once) are coalesced: into one
+ * `sendBatch` request on kafkajs, into one send per topic through a client; each publish resolves
+ * or fails with its request. Per-key order is unaffected: the relay never has two publishes of one
+ * key in flight.
  */
 import type { Kafka, Message, Producer } from 'kafkajs';
+import type { KafkaClient, ProducedRecord, RecordProducer } from './client';
 import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, type KafkaOutboxDestination, TimeoutError } from '../../src';
 import { checkKnownOptions, describeType, withDeadline, type OutboxPublisher, type OutboxRecord, type PublishFailureClass } from '../../src/adapter-kit';
 
@@ -33,7 +36,10 @@ export interface KafkaOutboxPublisherOptions {
  */
 export class KafkaOutboxPublisher implements OutboxPublisher {
   readonly system = 'kafka' as const;
-  private readonly producer: Producer;
+  /** kafkajs's producer (`{ kafka }`, `{ producer }`), or undefined with `{ client }`. */
+  private readonly producer: Producer | undefined;
+  /** The client's producer (`{ client }`), or undefined. */
+  private readonly recordProducer: RecordProducer | undefined;
   private readonly owned: boolean;
   private readonly publishTimeoutMs: number;
   private readonly injectContext: KafkaOutboxPublisherOptions['injectContext'];
@@ -41,14 +47,16 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
   private batch: { id: string; topic: string; message: Message; resolve: () => void; reject: (error: unknown) => void }[] | undefined;
 
   /**
-   * @param dependencies `{ kafka }` (an idempotent producer is created, connected by `start()`,
-   *   disconnected by `close()`) or `{ producer }` (yours, already connected; create it with
+   * @param dependencies `{ kafka }` (a kafkajs `Kafka`: an idempotent producer is created,
+   *   connected by `start()`, disconnected by `close()`), `{ client }` (a {@link KafkaClient}, e.g.
+   *   `platformaticClient(…)` or `kafkajsClient(kafka)`: the same, through the client) or
+   *   `{ producer }` (a kafkajs producer of yours, already connected; create it with
    *   `idempotent: true, maxInFlightRequests: 1`)
    * @throws ConfigurationError for missing dependencies, an unknown name or an invalid value
    */
-  constructor(dependencies: { readonly kafka: Kafka } | { readonly producer: Producer }, options: KafkaOutboxPublisherOptions = {}) {
-    if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError(`KafkaOutboxPublisher needs { kafka } or { producer }, got ${describeType(dependencies)}`);
-    checkKnownOptions('KafkaOutboxPublisher dependencies', dependencies, ['kafka', 'producer']);
+  constructor(dependencies: { readonly kafka: Kafka } | { readonly producer: Producer } | { readonly client: KafkaClient }, options: KafkaOutboxPublisherOptions = {}) {
+    if (!dependencies || typeof dependencies !== 'object') throw new ConfigurationError(`KafkaOutboxPublisher needs { kafka }, { client } or { producer }, got ${describeType(dependencies)}`);
+    checkKnownOptions('KafkaOutboxPublisher dependencies', dependencies, ['kafka', 'producer', 'client']);
     checkKnownOptions('KafkaOutboxPublisher options', options, ['publishTimeoutMs', 'injectContext']);
     const timeout = options.publishTimeoutMs ?? 30_000;
     if (!Number.isInteger(timeout) || timeout < 100 || timeout > 600_000) throw new ConfigurationError(`publishTimeoutMs must be an integer in [100, 600000], got ${describeType(timeout)}`);
@@ -61,20 +69,26 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
     } else if ('kafka' in dependencies && dependencies.kafka) {
       this.producer = dependencies.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
       this.owned = true;
-    } else throw new ConfigurationError('KafkaOutboxPublisher needs { kafka } or { producer }');
+    } else if ('client' in dependencies && dependencies.client) {
+      if (typeof dependencies.client.producer !== 'function') throw new ConfigurationError(`KafkaOutboxPublisher { client } must be a KafkaClient (kafkajsClient(…) or platformaticClient(…)), got ${describeType(dependencies.client)}`);
+      this.recordProducer = dependencies.client.producer({ idempotent: true, maxInFlightRequests: 1 });
+      this.owned = true;
+    } else throw new ConfigurationError('KafkaOutboxPublisher needs { kafka }, { client } or { producer }');
   }
 
   async start(): Promise<void> {
-    if (this.owned) await this.producer.connect();
+    if (!this.owned) return;
+    await (this.recordProducer ?? this.producer!).connect();
   }
 
   async close(): Promise<void> {
-    if (this.owned) await this.producer.disconnect();
+    if (!this.owned) return;
+    await (this.recordProducer ?? this.producer!).disconnect();
   }
 
   /**
    * Produces `record` and resolves once the broker acknowledged it (`acks: -1`).
-   * @throws TimeoutError past `publishTimeoutMs`; the kafkajs error when the broker refused it
+   * @throws TimeoutError past `publishTimeoutMs`; the client's error when the broker refused it
    */
   publish(record: OutboxRecord): Promise<void> {
     const destination = record.destination as KafkaOutboxDestination;
@@ -109,16 +123,25 @@ export class KafkaOutboxPublisher implements OutboxPublisher {
       if (list) list.push(entry.message);
       else byTopic.set(entry.topic, [entry.message]);
     }
-    const topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }));
-    const topics = topicMessages.map((t) => t.topic).join(', ');
+    const topics = [...byTopic.keys()].join(', ');
     const what = `produce of ${batch.length === 1 ? `outbox message ${batch[0]!.id}` : `${batch.length} outbox messages`} to ${topics}`;
-    withDeadline(this.producer.sendBatch({ topicMessages, acks: -1, timeout: this.publishTimeoutMs }), this.publishTimeoutMs, what).then(
+    const sent: Promise<unknown> = this.recordProducer
+      ? Promise.all(
+          [...byTopic].map(([topic, messages]) =>
+            this.recordProducer!.send({ topic, records: messages as ProducedRecord[], acks: -1, timeoutMs: this.publishTimeoutMs }),
+          ),
+        )
+      : this.producer!.sendBatch({ topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })), acks: -1, timeout: this.publishTimeoutMs });
+    withDeadline(sent, this.publishTimeoutMs, what).then(
       () => batch.forEach((e) => e.resolve()),
       (error: unknown) => batch.forEach((e) => e.reject(error)),
     );
   }
 
-  /** kafkajs marks errors `retriable`; a non-retriable one (a record too large, an invalid topic) is dead at once. */
+  /**
+   * kafkajs marks errors `retriable` (and the client port marks @platformatic/kafka's refusals the
+   * same way); a non-retriable one (a record too large, an invalid topic) is dead at once.
+   */
   classify(error: unknown): PublishFailureClass {
     if (error instanceof TimeoutError) return { reason: 'timeout', permanent: false };
     const e = error as { name?: unknown; retriable?: unknown; type?: unknown } | null;

@@ -26,6 +26,7 @@ PLATFORMATIC_ROWS_ONLY=(
   test/integration/kafka/kafka-start-errors.test.ts
   test/integration/kafka/kafka-replay-operations.test.ts
   test/fuzz/kafka-adapter.fuzz.test.ts
+  test/integration/postgres/outbox-kafka.test.ts
 )
 
 name=platformatic-kafka source scripts/ci/node-from-npm.sh
