@@ -9,6 +9,7 @@ import * as m0002 from './0002-tenant-inbox';
 import * as m0003 from './0003-outbox';
 import * as m0004 from './0004-port-claim';
 import * as m0005 from './0005-outbox-hot-lease';
+import * as m0006 from './0006-outbox-claim-by-key';
 import * as m0007 from './0007-inbox-completion';
 
 export type { MigrationContext } from './context';
@@ -30,10 +31,14 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: m0003.VERSION, name: m0003.NAME, needsTenants: false, sql: m0003.sql },
   { version: m0004.VERSION, name: m0004.NAME, needsTenants: false, sql: m0004.sql },
   { version: m0005.VERSION, name: m0005.NAME, needsTenants: false, sql: m0005.sql },
+  { version: m0006.VERSION, name: m0006.NAME, needsTenants: false, sql: m0006.sql },
   { version: m0007.VERSION, name: m0007.NAME, needsTenants: false, sql: m0007.sql },
 ];
 
-/** The outbox migration a relay or a stager of this version needs (migration 5 makes its leases cheaper; the relay runs without it). */
+/**
+ * The outbox migration a relay or a stager of this version needs. Migration 5 makes its leases
+ * cheaper and migration 6 its claim over a deep backlog behind few keys; the relay runs without them.
+ */
 export const REQUIRED_OUTBOX_VERSION = m0003.VERSION;
 export { OUTBOX_CHANNEL } from './0003-outbox';
 

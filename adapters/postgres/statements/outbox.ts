@@ -1,7 +1,7 @@
 /**
  * The outbox relay's statements (the claim itself is the `twophase_outbox_claim` function of
- * migration 3). Every statement that changes a leased row matches the claim's fencing token, so a
- * relay whose lease was taken over changes nothing.
+ * migration 3, replaced by migration 6). Every statement that changes a leased row matches the
+ * claim's fencing token, so a relay whose lease was taken over changes nothing.
  */
 
 /** $1 owner, $2 limit, $3 lease ms, $4 systems, $5 hold dead. */

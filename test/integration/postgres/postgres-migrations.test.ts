@@ -29,23 +29,23 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
     expect(first.alreadyApplied).toEqual([]);
     expect(first.applied.map((m) => m.version)).toEqual(MIGRATIONS.map((m) => m.version));
     const recorded = await f.pool.query(`SELECT version FROM ${f.schema}.twophase_migrations ORDER BY version`);
-    expect(recorded.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 7]);
+    expect(recorded.rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     const again = await migrate(f.pool, { schema: f.schema, tenants: f.tenants });
     expect(again.applied).toEqual([]);
-    expect(again.alreadyApplied).toEqual([1, 2, 3, 4, 5, 7]);
+    expect(again.alreadyApplied).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(again.sql).toEqual([]);
   });
 
   test('concurrent runs apply each version once (advisory lock)', async () => {
     f = await freshSchema('migrace', { migrated: false });
     const runs = await Promise.all([1, 2, 3].map(() => migrate(f.pool, { schema: f.schema, tenants: f.tenants })));
-    expect(runs.flatMap((r) => r.applied.map((m) => m.version)).sort()).toEqual([1, 2, 3, 4, 5, 7]);
+    expect(runs.flatMap((r) => r.applied.map((m) => m.version)).sort()).toEqual([1, 2, 3, 4, 5, 6, 7]);
   });
 
   test('without the tenants table the tenant inbox stays pending (reported as skipped) and is applied later', async () => {
     f = await freshSchema('migskip', { migrated: false });
     const first = await migrate(f.pool, { schema: f.schema });
-    expect(first.applied.map((m) => m.version)).toEqual([1, 3, 4, 5, 7]);
+    expect(first.applied.map((m) => m.version)).toEqual([1, 3, 4, 5, 6, 7]);
     expect(first.skipped.map((m) => m.version)).toEqual([2]);
     const later = await migrate(f.pool, { schema: f.schema, tenants: f.tenants });
     expect(later.applied.map((m) => m.version)).toEqual([2]);
@@ -54,7 +54,7 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
   test('a dry run lists the SQL and changes nothing', async () => {
     f = await freshSchema('migdry', { migrated: false });
     const dry = await migrate(f.pool, { schema: f.schema, tenants: f.tenants, dryRun: true });
-    expect(dry.applied.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 7]);
+    expect(dry.applied.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(dry.sql.join('\n')).toContain('CREATE TABLE');
     const exists = await f.pool.query('SELECT to_regnamespace($1) AS s', [f.schema]);
     expect(exists.rows[0].s).toBeNull();
@@ -161,10 +161,10 @@ describeWithServices(['postgres'], 'PostgreSQL inbox migrations', () => {
     const tenants = `${f.tenants.schema}.${f.tenants.table}`;
     expect(await runCli(['postgres', 'migrate', '--url', pgUrl(), '--schema', f.schema, '--tenants-table', tenants, '--dry-run', '--json'], { io })).toBe(0);
     const dry = JSON.parse(out.join(''));
-    expect(dry).toMatchObject({ dryRun: true, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 7 }] });
+    expect(dry).toMatchObject({ dryRun: true, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }, { version: 7 }] });
     out.length = 0;
     expect(await runCli(['postgres', 'migrate', '--url', pgUrl(), '--schema', f.schema, '--tenants-table', tenants, '--json'], { io })).toBe(0);
-    expect(JSON.parse(out.join(''))).toMatchObject({ dryRun: false, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 7 }] });
+    expect(JSON.parse(out.join(''))).toMatchObject({ dryRun: false, applied: [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }, { version: 7 }] });
     out.length = 0;
     expect(await runCli(['postgres', 'migrate', '--url', pgUrl(), '--schema', f.schema], { io })).toBe(0);
     expect(out.join('')).toMatch(/up to date/);
