@@ -8,6 +8,7 @@ import type { Client } from 'pg';
 import { OutboxRelay, type OutboxRelayEvent, TwophaseError } from '../../src';
 import { type OutboxPublisher } from '../../src/adapter-kit';
 import { importPeer, loadOrReport } from './peer';
+import { printable } from './printable';
 import { badServiceUrl } from './url-check';
 import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
@@ -260,7 +261,12 @@ export function addOutboxCommands(
         line({ type: 'stopped', published: h.published, publishFailures: h.publishFailures }, `relay stopped: ${h.published} published, ${h.publishFailures} failed publishes`);
         setExit(0);
       } catch (error) {
-        printCommandError(io, flags.json, withMigrateCommand(error, flags));
+        // Shaped as the relay's other lines: the time and the relay's name, on stdout with --json.
+        const failure = withMigrateCommand(error, flags);
+        const message = failure instanceof Error ? failure.message : String(failure);
+        const time = new Date().toISOString();
+        if (flags.json) io.stdout(`${JSON.stringify({ type: 'error', error: message, time, relay: flags.name })}\n`);
+        else io.stderr(`${time} ${flags.name}: error: ${printable(message)}\n`);
         setExit(1);
       } finally {
         clearInterval(statsTimer);

@@ -77,4 +77,24 @@ describeWithServices(['postgres'], 'twophase outbox on a schema that is not migr
     expect(failed.code).toBe(1);
     expect(failed.err()).toContain(`\`twophase postgres migrate --url ${pgUrl()} --schema ${schema}\``);
   });
+
+  const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+  test('outbox relay that fails to start: its error line carries the time and the relay name, as its other lines', async () => {
+    const failed = await run(['outbox', 'relay', '--url', pgUrl(), '--schema', schema, '--rabbitmq-url', 'amqp://guest:guest@127.0.0.1:5672', '--name', 'relay-a']);
+    expect(failed.code).toBe(1);
+    const lines = failed.err().split('\n').filter(Boolean);
+    expect(lines).toHaveLength(1);
+    const [time, rest] = [lines[0]!.slice(0, lines[0]!.indexOf(' ')), lines[0]!.slice(lines[0]!.indexOf(' ') + 1)];
+    expect(time).toMatch(ISO_TIME);
+    expect(Math.abs(Date.now() - Date.parse(time))).toBeLessThan(60_000);
+    expect(rest).toMatch(/^relay-a: error: the outbox schema ".*" has no migrations table/);
+  });
+
+  test('outbox relay --json that fails to start: { type: error, error, time, relay }', async () => {
+    const failed = await run(['outbox', 'relay', '--url', pgUrl(), '--schema', schema, '--rabbitmq-url', 'amqp://guest:guest@127.0.0.1:5672', '--name', 'relay-b', '--json']);
+    expect(failed.code).toBe(1);
+    const lines = failed.out().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toEqual([{ type: 'error', error: expect.stringMatching(/has no migrations table/), time: expect.stringMatching(ISO_TIME), relay: 'relay-b' }]);
+  });
 });
