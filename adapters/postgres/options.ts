@@ -5,7 +5,7 @@
  */
 import type { Pool, PoolClient } from 'pg';
 import { type Clock, ConfigurationError, consoleWarnLogger } from '../../src';
-import { checkBoolean, checkInteger } from '../../src/adapter-kit';
+import { checkBoolean, checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 import type { TransactionPort } from './transaction-port';
 
@@ -130,16 +130,33 @@ export const POSTGRES_CLAIMER_DEFAULTS: Readonly<Required<Omit<PostgresClaimerOp
   maxResultBytes: 4000,
 };
 
-const KNOWN = new Set(['schema', 'mode', 'transactionBatch', 'tenantOf', 'keepKeyText', 'operationTimeoutMs', 'readyTimeoutMs', 'maxResultBytes']);
+/** Every name each argument of `new PostgresClaimer(dependencies, options)` accepts. */
+export const DEPENDENCY_NAMES = optionNames<PostgresClaimerDependencies>()(['pool', 'logger', 'clock', 'transactions']);
+export const OPTION_NAMES = optionNames<PostgresClaimerOptions>()(['schema', 'mode', 'transactionBatch', 'tenantOf', 'keepKeyText', 'operationTimeoutMs', 'readyTimeoutMs', 'maxResultBytes']);
+
+/**
+ * Refuses unknown names in the dependencies, naming the closest known one; an option passed among
+ * them (`{ pool, mode: 'transactional' }`) is named as such, since it would otherwise leave the
+ * default (`standalone`) in force.
+ * @throws ConfigurationError naming the field
+ */
+export function checkDependencyNames(dependencies: unknown): void {
+  if (dependencies && typeof dependencies === 'object') {
+    const misplaced = Object.keys(dependencies).find((name) => OPTION_NAMES.includes(name));
+    if (misplaced !== undefined) {
+      throw new ConfigurationError(`PostgresClaimer dependencies: "${misplaced}" is an option, not a dependency; pass it in the second argument: new PostgresClaimer({ pool }, { ${misplaced} })`);
+    }
+  }
+  checkKnownOptions('PostgresClaimer dependencies', dependencies, DEPENDENCY_NAMES);
+}
 
 /**
  * Merges `options` over the defaults into a new object and validates every field.
- * @throws ConfigurationError naming the field and the value (unknown fields included)
+ * @throws ConfigurationError naming the field and the value; an unknown name with the closest known one ("did you mean")
  */
 export function resolveOptions(options: PostgresClaimerOptions = {}): ResolvedPostgresClaimerOptions {
-  for (const name of Object.keys(options)) {
-    if (!KNOWN.has(name)) throw new ConfigurationError(`unknown PostgresClaimer option "${name}" (known: ${[...KNOWN].join(', ')})`);
-  }
+  checkKnownOptions('PostgresClaimer options', options, OPTION_NAMES);
+  options = (options as PostgresClaimerOptions | null) ?? {};
   const schemaName = options.schema ?? POSTGRES_CLAIMER_DEFAULTS.schema;
   const mode = options.mode ?? POSTGRES_CLAIMER_DEFAULTS.mode;
   if (mode !== 'standalone' && mode !== 'transactional') {

@@ -13,6 +13,7 @@ import {
   type PostgresClaimerDependencies,
   type PostgresClaimerLogger,
   type PostgresClaimerOptions,
+  checkDependencyNames,
   resolveOptions,
   type ResolvedPostgresClaimerOptions,
 } from './options';
@@ -87,6 +88,7 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
    * @throws ConfigurationError for an invalid option or a missing pool
    */
   constructor(dependencies: PostgresClaimerDependencies<Tx>, options: PostgresClaimerOptions = {}) {
+    checkDependencyNames(dependencies);
     this.options = resolveOptions(options);
     if (!dependencies?.pool || typeof dependencies.pool.connect !== 'function') {
       throw new ClaimerConfigurationError('PostgresClaimer needs { pool }: a pg Pool the application created');

@@ -51,7 +51,8 @@ export interface OutboxMessage {
   readonly to: OutboxDestination;
   /**
    * The payload. A Buffer or Uint8Array is sent byte for byte; a string as its UTF-8 bytes; any
-   * other value as its JSON text (and `contentType` defaults to `application/json`).
+   * other value as its JSON text (and `contentType` defaults to `application/json`). A JSON value
+   * holding NaN, Infinity or -Infinity is refused (JSON would send null in its place).
    */
   readonly body: Buffer | Uint8Array | string | number | boolean | null | readonly unknown[] | { readonly [k: string]: unknown };
   /**
@@ -91,7 +92,9 @@ const MESSAGE_FIELDS = ['to', 'body', 'headers', 'properties', 'orderingKey'];
  * are copied.
  * @throws InvalidOutboxMessageError naming the field: an unknown field, a destination that is
  *   neither `{ exchange, routingKey }` nor `{ topic }`, a header value that is not a string, the
- *   reserved `idempotency-key` header, properties on a Kafka message, an ordering key over 512 bytes
+ *   reserved `idempotency-key` header, properties on a Kafka message, an ordering key over 512 bytes,
+ *   a body JSON cannot serialise (a bigint, a cycle) or would change (NaN, Infinity or -Infinity,
+ *   which JSON writes as null: the error names the path, `body.items[2].price`)
  */
 export function toOutboxEnvelope(id: string, message: OutboxMessage): OutboxEnvelope {
   if (!message || typeof message !== 'object') throw new InvalidOutboxMessageError(`an outbox message must be an object { to, body, headers?, properties?, orderingKey? }, got ${describeType(message)}`);
@@ -167,14 +170,54 @@ function bodyOf(body: unknown): [Buffer, boolean] {
   if (body === undefined || typeof body === 'function' || typeof body === 'symbol' || typeof body === 'bigint') {
     throw new InvalidOutboxMessageError(`outbox message body must be bytes, a string or a JSON value, got ${describeType(body)}`);
   }
-  let json: string;
+  let json: string | undefined;
   try {
     json = JSON.stringify(body);
   } catch (error) {
     // A bigint inside, a circular reference, a toJSON that throws.
     throw new InvalidOutboxMessageError(`outbox message body cannot be serialised as JSON (${error instanceof Error ? error.message : String(error)}); pass bytes, a string or a JSON value`);
   }
+  if (json === undefined) throw new InvalidOutboxMessageError('outbox message body cannot be serialised as JSON (its toJSON() returned nothing); pass bytes, a string or a JSON value');
+  // JSON.stringify writes NaN, Infinity and -Infinity as null: the data would change silently.
+  // Only a text holding `null` can hide one, so other bodies skip the second walk.
+  if (json.includes('null')) {
+    const bad = nonFiniteNumber(body);
+    if (bad) {
+      throw new InvalidOutboxMessageError(
+        `outbox message body holds ${String(bad.value)} at ${bad.path}, which JSON cannot hold (it would be sent as null); pass a finite number, null, or the value as a string`,
+      );
+    }
+  }
   return [Buffer.from(json, 'utf8'), true];
+}
+
+/**
+ * The first NaN, Infinity or -Infinity (also inside a Number object) that `JSON.stringify(body)`
+ * meets, with its path (`body.items[2].price`), or undefined. Walks the body as JSON.stringify
+ * does, so a value's `toJSON()` result is what is checked and skipped properties are skipped.
+ */
+function nonFiniteNumber(body: unknown): { path: string; value: number } | undefined {
+  const paths = new Map<object, string>();
+  let found: { path: string; value: number } | undefined;
+  JSON.stringify(body, function (this: object, key: string, value: unknown) {
+    if (found) return undefined;
+    const holder = paths.get(this);
+    const path = holder === undefined ? 'body' : Array.isArray(this) ? `${holder}[${key}]` : `${holder}${propertyStep(key)}`;
+    const primitive = value instanceof Number ? value.valueOf() : value;
+    if (typeof primitive === 'number' && !Number.isFinite(primitive)) {
+      found = { path, value: primitive };
+      return undefined;
+    }
+    // Set at each visit: an object met twice (not a cycle) has its children visited right after.
+    if (value !== null && typeof value === 'object') paths.set(value, path);
+    return value;
+  });
+  return found;
+}
+
+/** `.name`, or `["odd name"]` for a key that is not an identifier. */
+function propertyStep(key: string): string {
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
 function orderingKeyOf(orderingKey: unknown, destination: OutboxDestination): string | null {

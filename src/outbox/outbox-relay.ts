@@ -79,7 +79,12 @@ export interface OutboxRelayHealth extends ConsumerHealth {
   readonly published: number;
   /** Failed publishes since it started (each retry counts). */
   readonly publishFailures: number;
-  /** The store's counts as last read (every `statsIntervalMs`), or undefined before the first read. */
+  /**
+   * The store's counts as last read: once before `start()` resolves, every `statsIntervalMs`, and
+   * after a poll while messages are pending or the relay saw a change (a claim, a notification), at
+   * most once per `pollIntervalMs` and no sooner than ten times the last read's duration.
+   * Undefined with `statsIntervalMs: 0`, or while no read has succeeded.
+   */
   readonly stats: OutboxStats | undefined;
   /** True while a notifier subscription is live (false: polling only). */
   readonly listening: boolean;
@@ -130,6 +135,14 @@ export class OutboxRelay implements RunnableConsumer {
   private publishFailures = 0;
   private lastStats: OutboxStats | undefined;
   private statsTimer: NodeJS.Timeout | undefined;
+  /** The read of the store's counts in progress, if any (one at a time). */
+  private statsReading: Promise<void> | undefined;
+  /** When the last read started (`performance.now()`, ms). */
+  private statsReadStartedAt = Number.NEGATIVE_INFINITY;
+  /** How long the last read took, ms: reads after polls are spaced by at least ten times this. */
+  private statsReadMs = 0;
+  /** The relay claimed rows or was notified since the last read started: its counts may be out of date. */
+  private statsChanged = false;
   /** The claims being published and their rows still held, so `stop()` can give them back. */
   private readonly current = new Set<CurrentClaim>();
 
@@ -171,7 +184,8 @@ export class OutboxRelay implements RunnableConsumer {
 
   /**
    * Checks the store's schema, starts the publishers and the notifier (a notifier that fails to
-   * listen is logged, and the relay polls), then runs the relay loop until `stop()`.
+   * listen is logged, and the relay polls), reads the store's counts for `health().stats` (unless
+   * `statsIntervalMs` is 0; a failed read is logged), then runs the relay loop until `stop()`.
    * @throws the store's schema error (for example `SchemaMismatchError`) or a publisher's connect error; the relay is then `failed`
    */
   async start(): Promise<void> {
@@ -187,12 +201,14 @@ export class OutboxRelay implements RunnableConsumer {
     }
     await this.listen();
     if (this.stopRequested) return;
-    this.state = 'running';
     if (this.options.statsIntervalMs > 0) {
-      void this.refreshStats();
+      // Before the loop: health() has the counts of the table as the relay found it.
+      await this.refreshStats();
+      if (this.stopRequested) return;
       this.statsTimer = setInterval(() => void this.refreshStats(), this.options.statsIntervalMs);
       this.statsTimer.unref();
     }
+    this.state = 'running';
     this.loopDone = this.loop();
   }
 
@@ -215,6 +231,8 @@ export class OutboxRelay implements RunnableConsumer {
       const timedOut = await raceTimeout(this.loopDone, this.options.shutdownTimeoutMs);
       if (timedOut) await Promise.all([...this.current].map((c) => this.giveBack(c, 'stop() passed shutdownTimeoutMs')));
     }
+    // A read of the counts in progress ends before stop() resolves (the caller may end the pool next).
+    await this.statsReading;
     await this.subscription?.close().catch((error: unknown) => this.logger.warn({ relay: this.options.name, err: error }, 'outbox relay: closing the notifier failed'));
     this.listening = false;
     await this.closePublishers();
@@ -263,6 +281,7 @@ export class OutboxRelay implements RunnableConsumer {
       deadKeyPolicy: this.options.deadKeyPolicy,
     });
     if (claim.records.length === 0) return { claimed: 0, published: 0, failed: 0, released: 0 };
+    this.statsChanged = true;
     // A full batch: more is likely waiting; a lane of the loop that is idle claims it meanwhile.
     if (claim.records.length >= this.options.batchSize && this.waiters.size > 0) this.wakeUp();
     if (this.observer) this.emit({ type: 'claimed', fencingToken: claim.lease.fencingToken, ids: claim.records.map((r) => r.id) });
@@ -381,6 +400,7 @@ export class OutboxRelay implements RunnableConsumer {
           cycle = await this.relayOnce();
           if (failing) this.logger.warn({ relay: this.options.name }, 'outbox relay: the store answers again');
           failing = false;
+          this.refreshStatsAfterPoll();
         } catch (error) {
           if (!failing) this.logger.warn({ relay: this.options.name, err: error }, `outbox relay: claiming failed; retrying every ${this.options.storeRetryDelayMs} ms`);
           failing = true;
@@ -425,6 +445,7 @@ export class OutboxRelay implements RunnableConsumer {
         () => {
           // A notification (or the notifier's wake-up after it listens again) proves the subscription live.
           this.listening = true;
+          this.statsChanged = true;
           this.wakeUp();
         },
         (error) => {
@@ -438,11 +459,39 @@ export class OutboxRelay implements RunnableConsumer {
     }
   }
 
-  private async refreshStats(): Promise<void> {
+  /**
+   * After a poll: reads the counts again when they may be out of date (messages were pending at the
+   * last read, which another relay or a retry delay running out may have changed, or this relay
+   * claimed rows or was notified since) and the last read started at least `pollIntervalMs` ago,
+   * and at least ten times the last read's duration ago: the counts scan the table, and a large
+   * backlog must not be scanned back to back (the store's load from these reads stays near a
+   * tenth of one connection's time). A table with only dead messages is not read at every poll.
+   */
+  private refreshStatsAfterPoll(): void {
+    if (this.options.statsIntervalMs === 0 || this.statsReading || this.stopRequested) return;
+    if (!this.statsChanged && !((this.lastStats?.pending ?? 0) > 0)) return;
+    const spacingMs = Math.max(this.options.pollIntervalMs, STATS_READ_SPACING * this.statsReadMs);
+    if (performance.now() - this.statsReadStartedAt < spacingMs) return;
+    void this.refreshStats();
+  }
+
+  /** Reads the store's counts into `health().stats`; a read in progress is shared. Never rejects. */
+  private refreshStats(): Promise<void> {
+    this.statsReading ??= this.readStats().finally(() => (this.statsReading = undefined));
+    return this.statsReading;
+  }
+
+  private async readStats(): Promise<void> {
+    // A change after this point is not seen by this read: it marks the counts out of date again.
+    this.statsChanged = false;
+    const started = performance.now();
+    this.statsReadStartedAt = started;
     try {
       this.lastStats = await this.store.stats();
     } catch (error) {
       this.logger.warn({ relay: this.options.name, err: error }, 'outbox relay: reading the outbox counts failed');
+    } finally {
+      this.statsReadMs = performance.now() - started;
     }
   }
 
@@ -472,6 +521,9 @@ export class OutboxRelay implements RunnableConsumer {
     }
   }
 }
+
+/** Reads of the counts after polls start no sooner than this many times the last read's duration after it. */
+const STATS_READ_SPACING = 10;
 
 /** A claim being published: its rows still held, whether it was settled (or given back). */
 interface CurrentClaim {

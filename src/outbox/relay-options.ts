@@ -53,7 +53,14 @@ export interface OutboxRelayOptions {
    * Default 10 000. [0, 600 000].
    */
   readonly shutdownTimeoutMs?: number;
-  /** How often `health()`'s store counts (pending, lag, dead) are refreshed, ms; 0 = never. Default 10 000. */
+  /**
+   * How often `health()`'s store counts (pending, lag, leased, dead) are read in any case, ms. They
+   * are also read before `start()` resolves, and after a poll while messages are pending or the
+   * relay saw a change (it claimed rows, a notification came), at most once per `pollIntervalMs`
+   * and no sooner than ten times the last read's duration (the read scans the table), so the
+   * pending count and the lag follow the table within a poll while the read is short. 0 = never
+   * read (no `health().stats`). Default 10 000.
+   */
   readonly statsIntervalMs?: number;
   /** Delay after a failed claim (store unreachable) before the next, ms. Default 1000. [10, 600 000]. */
   readonly storeRetryDelayMs?: number;

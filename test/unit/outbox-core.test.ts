@@ -55,9 +55,31 @@ describe('toOutboxEnvelope', () => {
     ['a priority out of range', { to: { exchange: 'x', routingKey: 'r' }, body: 'b', properties: { priority: 300 } }, /priority/],
     ['a body holding a bigint', { to: { exchange: 'x', routingKey: 'r' }, body: { amount: 10n } }, /cannot be serialised as JSON.*BigInt/],
     ['a body with a circular reference', { to: { exchange: 'x', routingKey: 'r' }, body: (() => { const o: Record<string, unknown> = {}; o.self = o; return o; })() }, /cannot be serialised as JSON.*circular/],
+    ['a top-level NaN body', { to: { exchange: 'x', routingKey: 'r' }, body: Number.NaN }, /holds NaN at body,.*sent as null/],
+    ['a NaN inside an object', { to: { exchange: 'x', routingKey: 'r' }, body: { order: { amount: Number.NaN } } }, /holds NaN at body\.order\.amount,/],
+    ['an Infinity inside an array', { to: { topic: 't' }, body: { items: [1, 2, Infinity] } }, /holds Infinity at body\.items\[2\],/],
+    ['a -Infinity under a key that is not an identifier', { to: { exchange: 'x', routingKey: 'r' }, body: [{ 'unit price': -Infinity }] }, /holds -Infinity at body\[0\]\["unit price"\],/],
+    ['a NaN Number object', { to: { exchange: 'x', routingKey: 'r' }, body: { n: new Number(Number.NaN) } }, /holds NaN at body\.n,/],
+    ['a NaN returned by toJSON', { to: { exchange: 'x', routingKey: 'r' }, body: { when: { toJSON: () => Number.NaN } } }, /holds NaN at body\.when,/],
+    ['a toJSON that returns nothing', { to: { exchange: 'x', routingKey: 'r' }, body: { toJSON: () => undefined } }, /toJSON\(\) returned nothing/],
   ])('refuses %s (InvalidOutboxMessageError naming the field)', (_name, message, pattern) => {
     expect(() => toOutboxEnvelope(id, message as never)).toThrow(InvalidOutboxMessageError);
     expect(() => toOutboxEnvelope(id, message as never)).toThrow(pattern);
+  });
+});
+
+describe('toOutboxEnvelope: JSON bodies', () => {
+  const id = outboxMessageId('s', 0);
+  test('a body of finite numbers, nulls and the text "null" is kept as JSON writes it', () => {
+    const body = { a: null, b: [null, 0, -1.5, 1e300], c: 'null', d: new Date(0), shared: [1] };
+    const envelope = toOutboxEnvelope(id, { to: { exchange: 'x', routingKey: 'r' }, body: { ...body, again: body.shared } });
+    expect(envelope.body.toString()).toBe('{"a":null,"b":[null,0,-1.5,1e+300],"c":"null","d":"1970-01-01T00:00:00.000Z","shared":[1],"again":[1]}');
+  });
+
+  test('the path of a value under an object met twice (not a cycle) is its latest place', () => {
+    const shared = { x: Number.NaN };
+    expect(() => toOutboxEnvelope(id, { to: { exchange: 'x', routingKey: 'r' }, body: { first: [0], second: shared } })).toThrow(/at body\.second\.x,/);
+    expect(() => toOutboxEnvelope(id, { to: { exchange: 'x', routingKey: 'r' }, body: { list: [shared, shared] } })).toThrow(/at body\.list\[0\]\.x,/);
   });
 });
 

@@ -12,6 +12,8 @@ import { KafkaSource, KeyedProducer } from '../../adapters/kafka';
 import { MemoryBroker, MemorySource } from '../../adapters/memory';
 import { createOtelObserver } from '../../adapters/otel';
 import { RabbitMqPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
+import { Pool } from 'pg';
+import { PostgresClaimer } from '../../adapters/postgres';
 import { RedisClaimer } from '../../adapters/redis';
 import { ConfigurationError, InMemoryClaimer, runConsumers, TtlPolicy } from '../../src';
 import { checkKnownOptions, closestName } from '../../src/adapter-kit';
@@ -112,6 +114,21 @@ describe('adapter constructors', () => {
       refused(() => new RedisClaimer({ redis }, { coalesce: { window: 1 } } as never), 'window', 'windowMs');
     } finally {
       redis.disconnect();
+    }
+  });
+
+  it('PostgresClaimer: unknown names in either argument name the closest one; an option among the dependencies points to the second argument', async () => {
+    const pool = new Pool(); // connects only when used
+    try {
+      refused(() => new PostgresClaimer({ pool }, { mdoe: 'transactional' } as never), 'mdoe', 'mode');
+      refused(() => new PostgresClaimer({ pool }, { operationTimeout: 500 } as never), 'operationTimeout', 'operationTimeoutMs');
+      expect(() => new PostgresClaimer({ pool }, { schemaa: 'x' } as never)).toThrow('PostgresClaimer options: unknown option "schemaa" (did you mean "schema"?); known options: schema, mode,');
+      refused(() => new PostgresClaimer({ pool, loger: console } as never), 'loger', 'logger');
+      expect(() => new PostgresClaimer({ pool, mode: 'transactional' } as never)).toThrow(
+        'PostgresClaimer dependencies: "mode" is an option, not a dependency; pass it in the second argument: new PostgresClaimer({ pool }, { mode })',
+      );
+    } finally {
+      await pool.end();
     }
   });
 

@@ -94,7 +94,7 @@ describeWithServices(['postgres'], 'PostgresClaimer conformance', () => {
     });
 
     test('a misspelled option is a ConfigurationError', () => {
-      expect(() => new PostgresClaimer({ pool: f.pool }, { schemaa: 'x' } as never)).toThrow(/unknown PostgresClaimer option "schemaa"/);
+      expect(() => new PostgresClaimer({ pool: f.pool }, { schemaa: 'x' } as never)).toThrow(/PostgresClaimer options: unknown option "schemaa" \(did you mean "schema"\?\)/);
       expect(() => new PostgresClaimer({ pool: f.pool }, { mode: 'inbox' } as never)).toThrow(/mode must be/);
     });
 
