@@ -5,13 +5,12 @@
  */
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { ClaimResult, JsonValue } from './claimer';
+import type { ClaimResult } from './claimer';
 import { ClaimStep } from './claim-step';
 import { CommitBatcher } from './commit-batcher';
 import type { ResolvedConsumerOptions } from './consumer-options';
-import type { Delivery, HandlerContext, Message } from './delivery';
+import type { Delivery, Message } from './delivery';
 import { DeliveryRun, type RunHost } from './delivery-run';
-import type { Disposition } from './disposition';
 import { InvalidMessageError, ShutdownError, TimeoutError, TransactionUnavailableError } from './errors';
 import { FailureLog } from './failure-log';
 import { LazyContext } from './handler-signal';
@@ -20,7 +19,7 @@ import { namespaceKey } from './keys';
 import { DeliveryCounter, type DeliveryCounts } from './delivery-counts';
 import { commitAfterAck, type CommitContext } from './commit-step';
 import { LogLimiter } from './log-limiter';
-import { callHandle, decodeBody, deriveKey } from './message-intake';
+import { callHandle, decodeBody, deriveKey, type PipelineHooks } from './message-intake';
 import type { Logger } from './logger';
 import { type DeliveryResult, INERT_TRACE, ObservationFanout } from './observer';
 import { applySettlement, type ApplyContext, reportEvents } from './apply-decision';
@@ -37,16 +36,6 @@ import {
   type SettlementRules,
 } from './settlement-table';
 import type { PreparedClaim } from './source';
-
-/** The consumer's overridable steps (ConsumerBase's `handle` and protected hooks). */
-export interface PipelineHooks<TBody, TTransaction> {
-  handle(message: Message<TBody>, context: HandlerContext<TTransaction>): Disposition | Promise<Disposition>;
-  decode(raw: Buffer, delivery: Delivery): TBody;
-  messageKey(delivery: Delivery): string;
-  fingerprint(message: Message<TBody>): string | undefined;
-  onDuplicate(message: Message<TBody>, result: JsonValue | undefined): void | Promise<void>;
-  isPermanent(error: unknown): boolean;
-}
 
 export class DeliveryPipeline<TBody, TTransaction> {
   private readonly logger: Logger;

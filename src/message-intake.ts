@@ -2,12 +2,22 @@
  * The steps of the pipeline that call the consumer's hooks on a delivery before and while it is
  * handled: deriving its key, decoding its body, and calling `handle()`.
  */
+import type { JsonValue } from './claimer';
 import type { Delivery, HandlerContext, Message } from './delivery';
-import type { PipelineHooks } from './delivery-pipeline';
 import type { Disposition } from './disposition';
 import { InvalidKeyError, InvalidMessageError } from './errors';
 import { validateKey } from './keys';
 import { truncateErrorMessage } from './settlement';
+
+/** The consumer's overridable steps (ConsumerBase's `handle` and protected hooks). */
+export interface PipelineHooks<TBody, TTransaction> {
+  handle(message: Message<TBody>, context: HandlerContext<TTransaction>): Disposition | Promise<Disposition>;
+  decode(raw: Buffer, delivery: Delivery): TBody;
+  messageKey(delivery: Delivery): string;
+  fingerprint(message: Message<TBody>): string | undefined;
+  onDuplicate(message: Message<TBody>, result: JsonValue | undefined): void | Promise<void>;
+  isPermanent(error: unknown): boolean;
+}
 
 /**
  * Runs `handle()` and always returns a promise: a synchronous return value is wrapped, and a

@@ -18,10 +18,10 @@
  */
 import type { Delivery } from './delivery';
 import { InvalidKeyError, InvalidMessageError } from './errors';
+import { IDEMPOTENCY_KEY_HEADER } from './idempotency-header';
 import { validateKey } from './keys';
 
-/** Header carrying the idempotency key, set by the publisher helpers. Names are case-sensitive. */
-export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+export { IDEMPOTENCY_KEY_HEADER };
 
 /**
  * Start of the key made from a byte header that is not valid UTF-8: U+FFFD (never part of an

@@ -4,7 +4,7 @@
  */
 import { InvalidOutboxMessageError } from '../errors';
 import { describeType } from '../known-options';
-import { IDEMPOTENCY_KEY_HEADER } from '../message-key';
+import { IDEMPOTENCY_KEY_HEADER } from '../idempotency-header';
 
 /** A RabbitMQ destination: the exchange (`''` = the default exchange) and the routing key. */
 export interface RabbitMqOutboxDestination {
