@@ -9,28 +9,28 @@
  *
  * @module twophase/adapter-kit
  */
-export { checkKnownOptions, optionNames, closestName, describeType } from './known-options';
-export { checkInteger, checkBoolean, checkFraction } from './option-checks';
-export { validateClaimOptions, checkTtl } from './keys';
-export { encodeResult, decodeResult } from './result-codec';
-export { commitEach } from './commit-many';
-export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './receipt';
-export { backoffDelay, sleep, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './retry';
-export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './keep-alive';
-export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './source';
-export { type ResolvedConsumerOptions, resolveConsumerOptions } from './consumer-options';
-export type { ConsumerTtls } from './ttl-policy';
-export { truncateErrorMessage, errorType } from './settlement';
-export { attemptsAfterRequeue, requeueInPlace, type InPlaceStep, UNSETTLED_RETRY_MS } from './settlement-table';
-export { Semaphore } from './semaphore';
-export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './log-limiter';
-export { type AdapterSurface, AdapterEvents } from './adapter-surface';
-export { requirePeer, checkPeerVersion, installedVersion, satisfiesRange } from './peer-check';
+export { checkKnownOptions, optionNames, closestName, describeType } from './util/known-options';
+export { checkInteger, checkBoolean, checkFraction } from './util/option-checks';
+export { validateClaimOptions, checkTtl } from './claim/keys';
+export { encodeResult, decodeResult } from './claim/result-codec';
+export { commitEach } from './claim/commit-many';
+export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './claim/receipt';
+export { backoffDelay, sleep, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './util/retry';
+export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './claim/keep-alive';
+export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './ports/source';
+export { type ResolvedConsumerOptions, resolveConsumerOptions } from './config/consumer-options';
+export type { ConsumerTtls } from './config/ttl-policy';
+export { truncateErrorMessage, errorType } from './claim/settlement';
+export { attemptsAfterRequeue, requeueInPlace, type InPlaceStep, UNSETTLED_RETRY_MS } from './pipeline/settlement-table';
+export { Semaphore } from './util/semaphore';
+export { LogLimiter, LOG_BURST, LOG_WINDOW_MS } from './util/log-limiter';
+export { type AdapterSurface, AdapterEvents } from './util/adapter-surface';
+export { requirePeer, checkPeerVersion, installedVersion, satisfiesRange } from './util/peer-check';
 // Moved from `twophase` (still re-exported there, deprecated, through 0.2.x).
-export type { ClaimRequest, ClaimManyEntry, CommitRequest, CommitManyEntry, SharedTransaction, KeyPeek } from './claimer';
-export { validateKey } from './keys';
-export { monotonicClock } from './clock';
-export { keyFromHeaderValue, validatePublishedKey } from './message-key';
+export type { ClaimRequest, ClaimManyEntry, CommitRequest, CommitManyEntry, SharedTransaction, KeyPeek } from './claim/claimer';
+export { validateKey } from './claim/keys';
+export { monotonicClock } from './util/clock';
+export { keyFromHeaderValue, validatePublishedKey } from './ports/message-key';
 export {
   type OutboxStore,
   type OutboxPublisher,

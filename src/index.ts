@@ -5,7 +5,7 @@
  *
  * @module twophase
  */
-export * from './errors';
+export * from './util/errors';
 export {
   type JsonValue,
   type ClaimerKind,
@@ -18,7 +18,7 @@ export {
   type Receipt,
   type ReleaseOptions,
   type Claimer,
-} from './claimer';
+} from './claim/claimer';
 // For claimer and source authors: twophase/adapter-kit. Kept here, deprecated, through 0.2.x.
 export {
   /** @deprecated Import `ClaimRequest` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
@@ -33,23 +33,23 @@ export {
   type SharedTransaction,
   /** @deprecated Import `KeyPeek` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
   type KeyPeek,
-} from './claimer';
-export * from './limits';
-export { namespaceKey, digestKey } from './keys';
+} from './claim/claimer';
+export * from './util/limits';
+export { namespaceKey, digestKey } from './claim/keys';
 export {
   /** @deprecated Import `validateKey` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
   validateKey,
-} from './keys';
-export { type Clock, type TimerClock, type TimerHandle, systemClock } from './clock';
+} from './claim/keys';
+export { type Clock, type TimerClock, type TimerHandle, systemClock } from './util/clock';
 export {
   /** @deprecated Import `monotonicClock` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
   monotonicClock,
-} from './clock';
-export { InMemoryClaimer, type InMemoryClaimerOptions } from './in-memory-claimer';
-export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './delivery';
-export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './settler';
-export { type Disposition, ack, requeue, reject, isDisposition } from './disposition';
-export { type Logger, consoleWarnLogger, consoleInfoLogger, silentLogger } from './logger';
+} from './util/clock';
+export { InMemoryClaimer, type InMemoryClaimerOptions } from './claim/in-memory-claimer';
+export type { Delivery, DeliveryMetadata, Message, HandlerContext } from './ports/delivery';
+export type { Settler, AckInfo, RequeueInfo, RejectInfo, RejectReason, RequeueCause } from './ports/settler';
+export { type Disposition, ack, requeue, reject, isDisposition } from './ports/disposition';
+export { type Logger, consoleWarnLogger, consoleInfoLogger, silentLogger } from './util/logger';
 export {
   OUTCOMES,
   type Outcome,
@@ -61,30 +61,32 @@ export {
   type DeliveryResult,
   type PipelineStep,
   type SettleAction,
-} from './observer';
-export type { BackoffPolicy } from './retry';
-export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf } from './message-key';
+} from './ports/observer';
+export type { BackoffPolicy } from './util/retry';
+export { IDEMPOTENCY_KEY_HEADER, BINARY_KEY_PREFIX, defaultMessageKey, messageKeyOf } from './ports/message-key';
 export {
   /** @deprecated Import `keyFromHeaderValue` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
   keyFromHeaderValue,
   /** @deprecated Import `validatePublishedKey` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */
   validatePublishedKey,
-} from './message-key';
-export type { MessageSource } from './source';
-export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './startup-validation';
+} from './ports/message-key';
+export type { MessageSource } from './ports/source';
+export { validateDeployment, type DeploymentDeclaration, REPLICAS_ENV } from './config/startup-validation';
 export {
   type ConsumerOptions,
   CONSUMER_DEFAULTS,
   DEFAULT_RETRY_BACKOFF,
   DEFAULT_CLAIM_BACKOFF,
-} from './consumer-options';
-export { ConsumerBase, type ConsumerDescription, type ConsumerHealth, type ConsumerState } from './consumer-base';
-export { TtlPolicy, type TtlPolicyOptions, type TypeTtl, type TypeTtls, type DeliveryView, type EffectiveTtl } from './ttl-policy';
-export { runConsumers, EXIT_MARGIN_MS, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer, type ShutdownStep } from './runner';
-export { runOnce, type RunOnceContext, type RunOnceResult } from './run-once';
-export { type RunOnceOptions, type FailurePolicy, RUN_ONCE_DEFAULTS } from './run-once-options';
-export { runOnceKey, RUN_ONCE_KEY_PREFIX, type RunOnceScope } from './run-once-key';
+} from './config/consumer-options';
+export { ConsumerBase, type ConsumerDescription, type ConsumerHealth, type ConsumerState } from './consumer/consumer-base';
+export { TtlPolicy, type TtlPolicyOptions, type TypeTtl, type TypeTtls, type DeliveryView, type EffectiveTtl } from './config/ttl-policy';
+export { runConsumers, EXIT_MARGIN_MS, type Runner, type RunnerHealth, type RunnerOptions, type RunnableConsumer, type ShutdownStep } from './consumer/runner';
+export { runOnce, type RunOnceContext, type RunOnceResult } from './run-once/run-once';
+export { type RunOnceOptions, type FailurePolicy, RUN_ONCE_DEFAULTS } from './run-once/run-once-options';
+export { runOnceKey, RUN_ONCE_KEY_PREFIX, type RunOnceScope } from './run-once/run-once-key';
 export * from './outbox';
+export { OutboxRelay, type OutboxRelayDependencies, type OutboxRelayHealth, type OutboxRelayEvent, type OutboxRelayObserver, type RelayCycle } from './relay/outbox-relay';
+export { type OutboxRelayOptions, type ResolvedOutboxRelayOptions, OUTBOX_RELAY_DEFAULTS } from './relay/relay-options';
 // The outbox's store and broker ports: twophase/adapter-kit. Kept here, deprecated, through 0.2.x.
 export {
   /** @deprecated Import `OutboxStore` from `twophase/adapter-kit`; removed from `twophase` in 0.3.0. */

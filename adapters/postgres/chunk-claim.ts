@@ -11,7 +11,8 @@ import { ChunkMemberLease, ChunkTransaction } from './chunk-transaction';
 import { SQLSTATE, sqlState, toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';
 import { borrow } from './pool-client';
-import type { PostgresClaimer } from './postgres-claimer';
+import type { ClaimSession } from './claim-session';
+import { standaloneClaimResult } from './standalone-lease';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import { type BeginAttemptRow } from './statements/transaction';
 import { beginAttempts, beginChunk } from './statements/chunk';
@@ -38,7 +39,7 @@ interface Candidate {
  * @throws ClaimerUnavailableError (and the other classified errors) when the store fails: the
  *   session is closed, so the server drops every lock and the open transaction
  */
-export async function claimChunk(claimer: PostgresClaimer, requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
+export async function claimChunk(session: ClaimSession, requests: readonly ClaimRequest[]): Promise<ClaimManyEntry[]> {
   const entries: (ClaimManyEntry | undefined)[] = new Array(requests.length);
   const candidates: Candidate[] = [];
   const seen = new Set<string>();
@@ -53,7 +54,7 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
     try {
       validateKey(request.key);
       validateClaimOptions(request.options);
-      const tenant = claimer.tenantOf(request.key);
+      const tenant = session.tenantOf(request.key);
       seen.add(request.key);
       const fingerprint = request.options.fingerprint === undefined ? null : sha256(request.options.fingerprint);
       candidates.push({ index, request, tenant, digests: keyDigests(request.key, tenant), fingerprint });
@@ -63,13 +64,13 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
   });
   if (candidates.length === 0) return entries as ClaimManyEntry[];
 
-  const opts = claimer.options;
+  const opts = session.options;
   const what = `claimMany of ${candidates.length} keys in one transaction`;
-  const deadlineAt = claimer.clock.now() + opts.operationTimeoutMs;
+  const deadlineAt = session.clock.now() + opts.operationTimeoutMs;
   // One lease for the chunk's transaction limits: the shortest asked.
   const leaseMs = Math.min(...candidates.map((c) => c.request.options.leaseTtlMs));
   const retainMs = Math.max(...candidates.map((c) => c.request.options.doneTtlMs));
-  const borrowed = await borrow(claimer.pool, what, opts.operationTimeoutMs);
+  const borrowed = await borrow(session.pool, what, opts.operationTimeoutMs);
   // From the first send on, the session may hold advisory locks and an open transaction.
   let sent = false;
   try {
@@ -79,7 +80,7 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
       retainMs,
     );
     sent = true;
-    const begun = await runWithin<BeginAttemptRow & Record<string, unknown>>(borrowed, what, step1.text, step1.values, claimer.remaining(deadlineAt));
+    const begun = await runWithin<BeginAttemptRow & Record<string, unknown>>(borrowed, what, step1.text, step1.values, session.remaining(deadlineAt));
     const counted: { candidate: Candidate; attempt: number; owner: string }[] = [];
     candidates.forEach((c, i) => {
       const row = begun[i]!;
@@ -116,7 +117,7 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
         attempt,
       })),
     );
-    const remainingMs = claimer.remaining(deadlineAt);
+    const remainingMs = session.remaining(deadlineAt);
     let replies: QueryResult[];
     try {
       if (remainingMs <= 0) throw toClaimerError(new Error('deadline passed before sending'), what);
@@ -125,26 +126,26 @@ export async function claimChunk(claimer: PostgresClaimer, requests: readonly Cl
       if (sqlState(error) !== SQLSTATE.lockNotAvailable) throw error;
       // A row of the chunk is locked by another transaction past the lock limit: end the chunk
       // (counts kept, locks released) and answer busy for its keys, never an unbounded wait.
-      const chunk = new ChunkTransaction(claimer, borrowed, counted.map(({ candidate: c }) => ({ lockId: c.digests.lockId, scope: c.digests.scope })));
+      const chunk = new ChunkTransaction(session, borrowed, counted.map(({ candidate: c }) => ({ lockId: c.digests.lockId, scope: c.digests.scope })));
       await chunk.abandon(what);
       for (const { candidate: c } of counted) entries[c.index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(c.request.key, 'busy') } };
       return entries as ClaimManyEntry[];
     }
     const rows = replies[replies.length - 1]!.rows as ClaimRow[];
     const others = counted.filter((_, i) => rows[i]?.state !== 'acquired').map(({ candidate: c }) => ({ lockId: c.digests.lockId, scope: c.digests.scope }));
-    const chunk = new ChunkTransaction(claimer, borrowed, others);
+    const chunk = new ChunkTransaction(session, borrowed, others);
     counted.forEach(({ candidate: c, owner }, i) => {
       const row = rows[i]!;
       const key = c.request.key;
       if (row.state === 'acquired') {
-        const member = new ChunkMemberLease(chunk, claimer, c.tenant, c.digests, key);
+        const member = new ChunkMemberLease(chunk, session, c.tenant, c.digests, key);
         const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
         entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, opts.schema, chunk) } };
         return;
       }
       // A row a standalone claimer of the same table holds: answer as it does.
       try {
-        entries[c.index] = { ok: true, result: claimer.toClaimResult(key, c.tenant, c.digests, owner, c.request.options, row) };
+        entries[c.index] = { ok: true, result: standaloneClaimResult(session, key, c.tenant, c.digests, owner, c.request.options, row) };
       } catch (error) {
         entries[c.index] = { ok: false, error: error as Error };
       }

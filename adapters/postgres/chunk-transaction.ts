@@ -24,7 +24,7 @@ import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src/ada
 import { sqlState, TransactionAbortedError, type TransactionMisuseError } from './errors';
 import type { KeyDigests } from './key-digest';
 import type { BorrowedClient } from './pool-client';
-import type { PostgresClaimer } from './postgres-claimer';
+import type { ClaimSession } from './claim-session';
 import { outcomeJson } from './standalone-lease';
 import { type ChunkCompletion, commitChunk, rollbackChunk } from './statements/chunk';
 import * as settle from './statements/settle';
@@ -44,7 +44,7 @@ export class ChunkTransaction implements SharedTransaction {
   private ending: Promise<boolean> | undefined;
 
   constructor(
-    private readonly claimer: PostgresClaimer,
+    private readonly session: ClaimSession,
     private readonly borrowed: BorrowedClient,
     /** Locks held by keys claimed in step 1 that did not become members (released at the end, counts kept). */
     private readonly otherLocks: readonly { lockId: string; scope: Buffer }[],
@@ -110,18 +110,18 @@ export class ChunkTransaction implements SharedTransaction {
     this.ending = (async () => {
       const what = `commit of a chunk of ${this.members.length} keys`;
       try {
-        const text = commitChunk(this.claimer.options.schema, [...this.completions.values()], this.lockIds());
-        const replies = (await this.borrowed.client.query({ text, query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
+        const text = commitChunk(this.session.options.schema, [...this.completions.values()], this.lockIds());
+        const replies = (await this.borrowed.client.query({ text, query_timeout: this.session.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
         const commitReply = replies[this.members.length];
         if (commitReply?.command !== 'COMMIT') throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of a handler failed)`);
         replies.slice(0, this.members.length).forEach((reply, i) => {
           if (reply.rows[0]?.kept === false) {
-            this.claimer.logger.warn({ key: this.members[i]!.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
+            this.session.logger.warn({ key: this.members[i]!.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
           }
         });
       } catch (error) {
         this.borrowed.noteError(error);
-        this.claimer.logger.warn(
+        this.session.logger.warn(
           { err: error, keys: this.members.length, possiblyCommitted: sqlState(error) === undefined },
           `${what} failed; every member's effect is rolled back${sqlState(error) === undefined ? ' (the connection failed during COMMIT, so it may have committed: redeliveries find those keys done, or run them once)' : ''}`,
         );
@@ -157,10 +157,10 @@ export class ChunkTransaction implements SharedTransaction {
         ...this.members.map((m) => ({ lockId: m.digests.lockId, scope: m.digests.scope, forget: m.forget })),
         ...this.otherLocks.map((l) => ({ ...l, forget: false })),
       ];
-      await this.borrowed.client.query({ text: rollbackChunk(this.claimer.options.schema, keys), query_timeout: this.claimer.options.operationTimeoutMs } as never);
+      await this.borrowed.client.query({ text: rollbackChunk(this.session.options.schema, keys), query_timeout: this.session.options.operationTimeoutMs } as never);
       this.borrowed.giveBack();
     } catch (error) {
-      if (this.claimer.warnings.admit('session_end_failed')) this.claimer.logger.warn({ err: error }, `${what}: could not end the chunk's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
+      if (this.session.warnings.admit('session_end_failed')) this.session.logger.warn({ err: error }, `${what}: could not end the chunk's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
       this.borrowed.giveBack(true);
     }
   }
@@ -191,7 +191,7 @@ export class ChunkMemberLease implements LeaseOperations {
 
   constructor(
     private readonly chunk: ChunkTransaction,
-    private readonly claimer: PostgresClaimer,
+    private readonly session: ClaimSession,
     private readonly tenant: string | undefined,
     readonly digests: KeyDigests,
     readonly key: string,
@@ -209,7 +209,7 @@ export class ChunkMemberLease implements LeaseOperations {
     }
     const hasTenant = this.tenant !== undefined;
     const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
-    const ok = await this.chunk.committed(this, { commitSql: settle.commitUpdate(this.claimer.options.schema, hasTenant), values, scope: this.digests.scope });
+    const ok = await this.chunk.committed(this, { commitSql: settle.commitUpdate(this.session.options.schema, hasTenant), values, scope: this.digests.scope });
     if (!ok) throw new TransactionAbortedError(`commit of "${this.key}": the chunk's shared transaction rolled back (another record of the chunk failed, or COMMIT failed); the effect was not applied`);
     return 'ok';
   }

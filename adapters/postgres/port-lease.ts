@@ -27,7 +27,7 @@ import { type ClaimOptions, ClaimerUnavailableError, type ClaimResult, type Json
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, NonAcquiredReceipt } from '../../src/adapter-kit';
 import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
 import { type KeyDigests, sha256 } from './key-digest';
-import type { PostgresClaimer } from './postgres-claimer';
+import type { ClaimSession } from './claim-session';
 import { portExecutor } from './port-executor';
 import type { SqlExecutor } from './outbox-staging';
 import { conflictError, storedResult } from './statement-runner';
@@ -85,7 +85,7 @@ export class PortLease<Tx> implements LeaseOperations {
   ended: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly claimer: PostgresClaimer<Tx>,
+    private readonly session: ClaimSession,
     port: TransactionPort<Tx>,
     tx: Tx,
     private readonly digests: KeyDigests,
@@ -105,7 +105,7 @@ export class PortLease<Tx> implements LeaseOperations {
     } catch (caught) {
       throw commitError(what, caught);
     }
-    if (!this.kept) this.claimer.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
+    if (!this.kept) this.session.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
     return 'ok';
   }
 
@@ -114,8 +114,8 @@ export class PortLease<Tx> implements LeaseOperations {
     this.finished = true;
     if (resetAttempts) {
       // While the transaction still holds the key's lock: no other claim counts in between.
-      await this.claimer.query(`release of "${this.key}"`, forgetAttempts(this.claimer.options.schema), [this.digests.scope]).catch((error: unknown) => {
-        this.claimer.logger.warn({ key: this.key, err: error }, `release of "${this.key}": could not reset the attempt count; the next attempt counts on`);
+      await this.session.query(`release of "${this.key}"`, forgetAttempts(this.session.options.schema), [this.digests.scope]).catch((error: unknown) => {
+        this.session.logger.warn({ key: this.key, err: error }, `release of "${this.key}": could not reset the attempt count; the next attempt counts on`);
       });
     }
     this.settle({ kind: 'release' });
@@ -158,9 +158,9 @@ function errorText(error: unknown): string {
  * @throws KeyConflictError, SchemaMismatchError, ClaimerUnavailableError (no connection, or no
  *   answer, within `operationTimeoutMs`)
  */
-export function claimThroughPort<Tx>(claimer: PostgresClaimer<Tx>, port: TransactionPort<Tx>, key: string, digests: KeyDigests, options: ClaimOptions): Promise<ClaimResult> {
+export function claimThroughPort<Tx>(session: ClaimSession, port: TransactionPort<Tx>, key: string, digests: KeyDigests, options: ClaimOptions): Promise<ClaimResult> {
   const what = `claim of "${key}"`;
-  const opts = claimer.options;
+  const opts = session.options;
   const fingerprint = options.fingerprint === undefined ? null : sha256(options.fingerprint);
   const owner = randomUUID();
   return new Promise<ClaimResult>((resolve, reject) => {
@@ -197,11 +197,11 @@ export function claimThroughPort<Tx>(claimer: PostgresClaimer<Tx>, port: Transac
         throw new RollbackSignal('not acquired');
       }
       if (answered) throw new RollbackSignal('abandoned');
-      const [counted] = await claimer.query<{ attempts: number }>(`${what} (attempt count)`, countAttempt(opts.schema), [digests.scope, options.doneTtlMs]);
+      const [counted] = await session.query<{ attempts: number }>(`${what} (attempt count)`, countAttempt(opts.schema), [digests.scope, options.doneTtlMs]);
       const attempt = counted!.attempts;
       if (answered) throw new RollbackSignal('abandoned');
       const started = row.started!;
-      const current = new PortLease(claimer, port, tx, digests, key);
+      const current = new PortLease(session, port, tx, digests, key);
       current.ended = ended;
       lease = current;
       const identity = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };

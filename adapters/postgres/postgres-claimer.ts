@@ -3,35 +3,26 @@
  * or transactional (the inbox mode).
  */
 import { randomUUID } from 'node:crypto';
-import type { Pool, PoolClient, QueryResultRow } from 'pg';
-import { type Claimer, type ClaimOptions, type ClaimResult, type Clock, ConfigurationError as ClaimerConfigurationError, type JsonValue } from '../../src';
-import { LeaseReceipt, LogLimiter, NonAcquiredReceipt, validateClaimOptions, type ClaimManyEntry, type ClaimRequest, type KeyPeek, monotonicClock, validateKey } from '../../src/adapter-kit';
+import type { PoolClient } from 'pg';
+import { type Claimer, type ClaimOptions, type ClaimResult, ConfigurationError as ClaimerConfigurationError } from '../../src';
+import { checkPeerVersion, LogLimiter, validateClaimOptions, type ClaimManyEntry, type ClaimRequest, type KeyPeek, monotonicClock, validateKey } from '../../src/adapter-kit';
+import { claimChunk } from './chunk-claim';
+import { PoolClaimSession } from './claim-session';
 import { toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';
-import {
-  consoleLogger,
-  type PostgresClaimerDependencies,
-  type PostgresClaimerLogger,
-  type PostgresClaimerOptions,
-  checkDependencyNames,
-  resolveOptions,
-  type ResolvedPostgresClaimerOptions,
-} from './options';
-import { borrow } from './pool-client';
-import { checkSchema } from './startup-checks';
-import { conflictError, runWithin, storedResult } from './statement-runner';
-import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements/claim';
-import { StandaloneLease } from './standalone-lease';
-import { claimInTransaction } from './transaction-lease';
-import { claimThroughPort } from './port-lease';
-import type { TransactionPort } from './transaction-port';
 import { COMPLETION_FUNCTION_VERSION, REQUIRED_PORT_VERSION } from './migrations';
-import { claimChunk } from './chunk-claim';
+import { checkDependencyNames, consoleLogger, type PostgresClaimerDependencies, type PostgresClaimerOptions, resolveOptions, type ResolvedPostgresClaimerOptions } from './options';
+import { SUPPORTED_RANGE } from './peer';
+import { borrow } from './pool-client';
+import { claimThroughPort } from './port-lease';
+import { standaloneClaimResult } from './standalone-lease';
+import { checkSchema } from './startup-checks';
+import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements/claim';
 import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
+import { claimInTransaction } from './transaction-lease';
+import type { TransactionPort } from './transaction-port';
 
 const ABSENT: KeyPeek = Object.freeze({ state: 'absent', attempts: 0 });
-import { checkPeerVersion } from '../../src/adapter-kit';
-import { SUPPORTED_RANGE } from './peer';
 
 /**
  * A {@link Claimer} backed by PostgreSQL (kind `distributed`). Tables, statuses and the
@@ -70,45 +61,33 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
    */
   readonly claimMany?: (requests: readonly ClaimRequest[]) => Promise<ClaimManyEntry[]>;
 
-  /** @internal */ readonly pool: Pool;
-  /** @internal The database library's transactions (transactional mode), or undefined: transactions on `pool`'s clients. */
-  readonly transactions: TransactionPort<Tx> | undefined;
-  /** @internal */ readonly options: ResolvedPostgresClaimerOptions;
-  /** @internal */ readonly logger: PostgresClaimerLogger;
-  /** @internal */ readonly clock: Clock;
-  /** @internal Rate limit of repeated session warnings (a few per window, then a summary). */
-  readonly warnings: LogLimiter;
-  /**
-   * @internal True once `ready()` found migration 7 applied: a per-record transaction completes
-   * through `twophase_complete` (planned once per session) instead of the inline statement.
-   */
-  completesInFunction = false;
+  /** What the modules of each mode need of this claimer (claim-session.ts). */
+  private readonly session: PoolClaimSession;
+  /** The database library's transactions (transactional mode), or undefined: transactions on the pool's clients. */
+  private readonly transactions: TransactionPort<Tx> | undefined;
 
   /**
    * @throws ConfigurationError for an invalid option or a missing pool
    */
   constructor(dependencies: PostgresClaimerDependencies<Tx>, options: PostgresClaimerOptions = {}) {
-    checkDependencyNames(dependencies);
-    this.options = resolveOptions(options);
+    const resolved = resolveOptions(options);
     if (!dependencies?.pool || typeof dependencies.pool.connect !== 'function') {
       throw new ClaimerConfigurationError('PostgresClaimer needs { pool }: a pg Pool the application created');
     }
-    this.pool = dependencies.pool;
-    this.logger = dependencies.logger ?? consoleLogger;
-    checkPeerVersion('pg', SUPPORTED_RANGE, this.logger);
-    this.clock = dependencies.clock ?? monotonicClock;
-    const logger = this.logger;
-    this.warnings = new LogLimiter({ debug: () => undefined, info: () => undefined, warn: (obj, msg) => logger.warn(obj, msg), error: (obj, msg) => logger.error(obj, msg) }, { claimer: 'postgres' });
-    this.transactions = checkPort(dependencies.transactions, this.options);
-    this.transactional = this.options.mode === 'transactional';
-    this.sharesTransactions = this.transactional && this.options.transactionBatch === 'per-chunk';
-    if (this.options.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
-    else if (this.options.transactionBatch === 'per-chunk') this.claimMany = (requests) => claimChunk(this.native, requests);
+    checkDependencyNames(dependencies);
+    const logger = dependencies.logger ?? consoleLogger;
+    checkPeerVersion('pg', SUPPORTED_RANGE, logger);
+    const warnings = new LogLimiter({ debug: () => undefined, info: () => undefined, warn: (obj, msg) => logger.warn(obj, msg), error: (obj, msg) => logger.error(obj, msg) }, { claimer: 'postgres' });
+    this.session = new PoolClaimSession(dependencies.pool, resolved, logger, dependencies.clock ?? monotonicClock, warnings);
+    this.transactions = checkPort(dependencies.transactions, resolved);
+    this.transactional = resolved.mode === 'transactional';
+    this.sharesTransactions = this.transactional && resolved.transactionBatch === 'per-chunk';
+    if (resolved.mode === 'standalone') this.claimMany = (requests) => this.claimBatch(requests);
+    else if (resolved.transactionBatch === 'per-chunk') this.claimMany = (requests) => claimChunk(this.session, requests);
   }
 
-  /** This claimer as the modules of the paths without a port see it (their transaction is a pool client). */
-  private get native(): PostgresClaimer {
-    return this as unknown as PostgresClaimer;
+  private get options(): ResolvedPostgresClaimerOptions {
+    return this.session.options;
   }
 
   /** `standalone` or `transactional`. */
@@ -129,10 +108,10 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
    */
   async ready(): Promise<void> {
     const what = 'ready';
-    const borrowed = await borrow(this.pool, what, this.options.readyTimeoutMs);
+    const borrowed = await borrow(this.session.pool, what, this.options.readyTimeoutMs);
     try {
       const applied = await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined, this.transactions ? [REQUIRED_PORT_VERSION] : []);
-      this.completesInFunction = applied.includes(COMPLETION_FUNCTION_VERSION);
+      this.session.completesInFunction = applied.includes(COMPLETION_FUNCTION_VERSION);
     } catch (error) {
       borrowed.noteError(error);
       throw toClaimerError(error, what);
@@ -145,33 +124,33 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
   async claim(key: string, options: ClaimOptions): Promise<ClaimResult> {
     validateKey(key);
     validateClaimOptions(options);
-    const tenant = this.tenantOf(key);
+    const tenant = this.session.tenantOf(key);
     const digests = keyDigests(key, tenant);
     if (this.transactions) {
       // A library that builds its transaction object over the claimer's own pool's client: the path without a port.
       const over = this.transactions.overPoolClient;
-      if (over !== undefined && over.pool === this.pool) return claimInTransaction(this.native, key, tenant, digests, options, (client) => over.wrap(client));
-      return claimThroughPort(this, this.transactions, key, digests, options);
+      if (over !== undefined && over.pool === this.session.pool) return claimInTransaction(this.session, key, tenant, digests, options, (client) => over.wrap(client));
+      return claimThroughPort(this.session, this.transactions, key, digests, options);
     }
-    if (this.options.mode === 'transactional') return claimInTransaction(this.native, key, tenant, digests, options);
+    if (this.options.mode === 'transactional') return claimInTransaction(this.session, key, tenant, digests, options);
     const owner = randomUUID();
-    const rows = await this.query<ClaimRow>(`claim of "${key}"`, claimOne(this.options.schema, tenant !== undefined), [
+    const rows = await this.session.query<ClaimRow>(`claim of "${key}"`, claimOne(this.options.schema, tenant !== undefined), [
       ...(tenant === undefined ? [] : [tenant]),
       ...this.claimParams(key, digests, options, owner),
       null,
     ]);
-    return this.toClaimResult(key, tenant, digests, owner, options, rows[0]!);
+    return standaloneClaimResult(this.session, key, tenant, digests, owner, options, rows[0]!);
   }
 
   /** {@inheritDoc twophase!Claimer.peek} */
   async peek(key: string): Promise<KeyPeek> {
     validateKey(key);
-    const tenant = this.tenantOf(key);
+    const tenant = this.session.tenantOf(key);
     const digests = keyDigests(key, tenant);
     const tenantParams = tenant === undefined ? [] : [tenant];
     const hasTenant = tenant !== undefined;
     if (this.options.mode === 'transactional') {
-      const [row] = await this.query<{ done: boolean; locked: boolean; attempts: number }>(`peek of "${key}"`, peekTransactional(this.options.schema, hasTenant), [
+      const [row] = await this.session.query<{ done: boolean; locked: boolean; attempts: number }>(`peek of "${key}"`, peekTransactional(this.options.schema, hasTenant), [
         ...tenantParams,
         digests.key,
         digests.scope,
@@ -181,7 +160,7 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
       if (row!.locked) return { state: 'busy', attempts: row!.attempts };
       return row!.attempts > 0 ? { state: 'failed', attempts: row!.attempts } : ABSENT;
     }
-    const [row] = await this.query<{ status: string; attempt: number; live: boolean }>(`peek of "${key}"`, peekStandalone(this.options.schema, hasTenant), [...tenantParams, digests.key]);
+    const [row] = await this.session.query<{ status: string; attempt: number; live: boolean }>(`peek of "${key}"`, peekStandalone(this.options.schema, hasTenant), [...tenantParams, digests.key]);
     if (!row) return ABSENT;
     if (row.status === 'processing') return { state: row.live ? 'busy' : 'failed', attempts: row.attempt };
     // A completed or released row past its retention is forgotten; a dead-lettered one restarts at 1.
@@ -196,7 +175,7 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
       try {
         validateKey(request.key);
         validateClaimOptions(request.options);
-        const tenant = this.tenantOf(request.key);
+        const tenant = this.session.tenantOf(request.key);
         valid.push({ index, key: request.key, tenant, digests: keyDigests(request.key, tenant), owner: randomUUID(), options: request.options });
       } catch (error) {
         entries[index] = { ok: false, error: error as Error };
@@ -207,11 +186,11 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
       const columns = valid.map((v) => this.claimParams(v.key, v.digests, v.options, v.owner));
       const arrays = [0, 1, 2, 3, 4].map((i) => columns.map((c) => c[i]));
       const params = tenantMode ? [valid.map((v) => v.tenant), ...arrays] : arrays;
-      const rows = await this.query<ClaimRow & { ord: string }>(`claimMany of ${valid.length} keys`, claimManySql(this.options.schema, tenantMode), params);
+      const rows = await this.session.query<ClaimRow & { ord: string }>(`claimMany of ${valid.length} keys`, claimManySql(this.options.schema, tenantMode), params);
       rows.forEach((row, i) => {
         const v = valid[i]!;
         try {
-          entries[v.index] = { ok: true, result: this.toClaimResult(v.key, v.tenant, v.digests, v.owner, v.options, row) };
+          entries[v.index] = { ok: true, result: standaloneClaimResult(this.session, v.key, v.tenant, v.digests, v.owner, v.options, row) };
         } catch (error) {
           entries[v.index] = { ok: false, error: error as Error };
         }
@@ -223,53 +202,6 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
   /** Parameters of one claim after the tenant: key digest, key text, fingerprint digest, owner, lease ms. */
   private claimParams(key: string, digests: KeyDigests, options: ClaimOptions, owner: string): unknown[] {
     return [digests.key, this.options.keepKeyText ? key : null, fingerprintDigest(options), owner, options.leaseTtlMs];
-  }
-
-  /** @internal Turns a claim function row into a ClaimResult (standalone mode). */
-  toClaimResult(key: string, tenant: string | undefined, digests: KeyDigests, owner: string, options: ClaimOptions, row: ClaimRow): ClaimResult {
-    switch (row.state) {
-      case 'acquired': {
-        const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
-        const ops = new StandaloneLease(this.native, tenant, digests, options.doneTtlMs);
-        return { state: 'acquired', attempt: row.attempt, receipt: new LeaseReceipt(lease, ops, options.doneTtlMs, this.options.maxResultBytes) };
-      }
-      case 'done':
-        return { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue };
-      case 'busy':
-        return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
-      case 'conflict':
-        throw conflictError(key, row.stored_fingerprint, options);
-    }
-  }
-
-  /** @internal The tenant of a key, or undefined for the platform inbox. */
-  tenantOf(key: string): string | undefined {
-    const of = this.options.tenantOf;
-    if (!of) return undefined;
-    const tenant = of(key);
-    if (typeof tenant !== 'string' || tenant.length === 0) {
-      throw new ClaimerConfigurationError(`tenantOf returned ${JSON.stringify(tenant)} for key "${key}"; it must return a non-empty string`);
-    }
-    return tenant;
-  }
-
-  /** @internal Milliseconds left before `deadlineAt` (local clock). */
-  remaining(deadlineAt: number): number {
-    return deadlineAt - this.clock.now();
-  }
-
-  /**
-   * @internal One auto-committed statement on a borrowed client, under the operation deadline.
-   * @throws ClaimerUnavailableError (or a classified error, see errors.ts)
-   */
-  async query<R extends QueryResultRow>(what: string, text: string, values: readonly unknown[]): Promise<R[]> {
-    const deadlineAt = this.clock.now() + this.options.operationTimeoutMs;
-    const borrowed = await borrow(this.pool, what, this.options.operationTimeoutMs);
-    try {
-      return await runWithin<R>(borrowed, what, text, values, this.remaining(deadlineAt));
-    } finally {
-      borrowed.giveBack();
-    }
   }
 }
 

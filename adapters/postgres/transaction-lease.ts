@@ -29,13 +29,13 @@ import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseRecei
 import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError, TransactionMisuseError } from './errors';
 import { transactionControl } from './transaction-control';
 import { type KeyDigests, sha256 } from './key-digest';
+import type { ClaimSession } from './claim-session';
 import { borrow, type BorrowedClient } from './pool-client';
-import type { PostgresClaimer } from './postgres-claimer';
 import { conflictError, runWithin, storedResult } from './statement-runner';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
 import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
-import { outcomeJson } from './standalone-lease';
+import { outcomeJson, standaloneClaimResult } from './standalone-lease';
 import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
 
 /**
@@ -89,7 +89,7 @@ export class TransactionLease implements LeaseOperations {
   readonly executor: SqlExecutor | undefined;
 
   constructor(
-    private readonly claimer: PostgresClaimer,
+    private readonly session: ClaimSession,
     private readonly borrowed: BorrowedClient,
     private readonly tenant: string | undefined,
     private readonly digests: KeyDigests,
@@ -115,13 +115,13 @@ export class TransactionLease implements LeaseOperations {
       throw new TransactionAbortedError(`${what}: refused, the handler sent ${this.misuse.statement} through ctx.transaction (${this.misuse.message}); the effect was not applied`, { cause: this.misuse });
     }
     try {
-      const schema = this.claimer.options.schema;
+      const schema = this.session.options.schema;
       const completion = this.tenant !== undefined
         ? completeStatement(settle.commitUpdate(schema, true), schema, [this.tenant, this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs], this.digests.scope)
-        : (this.claimer.completesInFunction ? completeCall : completeInsert)(schema, {
+        : (this.session.completesInFunction ? completeCall : completeInsert)(schema, {
         key: this.digests.key,
         scope: this.digests.scope,
-        keyText: this.claimer.options.keepKeyText ? this.key : null,
+        keyText: this.session.options.keepKeyText ? this.key : null,
         fingerprint: this.fingerprint,
         attempt: this.attempt,
         owner: lease.ownerToken,
@@ -130,9 +130,9 @@ export class TransactionLease implements LeaseOperations {
         retainMs: doneTtlMs,
       });
       const text = completeCommitUnlock(completion, this.digests.lockId);
-      const replies = (await this.borrowed.client.query({ text, query_timeout: this.claimer.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
+      const replies = (await this.borrowed.client.query({ text, query_timeout: this.session.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
       if (replies[0]?.rows[0]?.kept === false) {
-        this.claimer.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
+        this.session.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
       }
       // COMMIT of a transaction that an error aborted answers ROLLBACK, not an error.
       if (replies[1]?.command !== 'COMMIT') {
@@ -175,16 +175,16 @@ export class TransactionLease implements LeaseOperations {
   async end(what: string, forget: boolean, rollback: boolean): Promise<void> {
     try {
       if (rollback) await this.run(what, 'ROLLBACK', undefined);
-      await this.run(what, endAttempt(this.claimer.options.schema), [this.digests.lockId, this.digests.scope, forget]);
+      await this.run(what, endAttempt(this.session.options.schema), [this.digests.lockId, this.digests.scope, forget]);
       this.borrowed.giveBack();
     } catch (error) {
-      if (this.claimer.warnings.admit('session_end_failed')) this.claimer.logger.warn({ key: this.key, err: error }, `${what}: could not end the claim's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
+      if (this.session.warnings.admit('session_end_failed')) this.session.logger.warn({ key: this.key, err: error }, `${what}: could not end the claim's session cleanly; closing its connection (PostgreSQL rolls back and unlocks)`);
       this.borrowed.giveBack(true);
     }
   }
 
   private run<R extends object>(what: string, text: string, values: unknown[] | undefined): Promise<R[]> {
-    return runWithin<R & Record<string, unknown>>(this.borrowed, what, text, values, this.claimer.options.operationTimeoutMs);
+    return runWithin<R & Record<string, unknown>>(this.borrowed, what, text, values, this.session.options.operationTimeoutMs);
   }
 }
 
@@ -193,7 +193,7 @@ export class TransactionLease implements LeaseOperations {
  * @throws KeyConflictError, InvalidKeyError (unknown tenant), SchemaMismatchError, ClaimerUnavailableError
  */
 export async function claimInTransaction(
-  claimer: PostgresClaimer,
+  session: ClaimSession,
   key: string,
   tenant: string | undefined,
   digests: KeyDigests,
@@ -201,9 +201,9 @@ export async function claimInTransaction(
   wrap?: (client: PoolClient) => unknown,
 ): Promise<ClaimResult> {
   const what = `claim of "${key}"`;
-  const opts = claimer.options;
-  const deadlineAt = claimer.clock.now() + opts.operationTimeoutMs;
-  const borrowed = await borrow(claimer.pool, what, opts.operationTimeoutMs);
+  const opts = session.options;
+  const deadlineAt = session.clock.now() + opts.operationTimeoutMs;
+  const borrowed = await borrow(session.pool, what, opts.operationTimeoutMs);
   const fingerprint = options.fingerprint === undefined ? null : sha256(options.fingerprint);
   const owner = randomUUID();
   // From the send on, the session may hold the advisory lock and an open transaction.
@@ -211,7 +211,7 @@ export async function claimInTransaction(
   try {
     if (tenant !== undefined) {
       sent = true;
-      return await claimTenantRow(claimer, borrowed, key, tenant, digests, options, fingerprint, owner, deadlineAt);
+      return await claimTenantRow(session, borrowed, key, tenant, digests, options, fingerprint, owner, deadlineAt);
     }
     const text = attemptAndBegin(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
       lockId: digests.lockId,
@@ -219,7 +219,7 @@ export async function claimInTransaction(
       key: digests.key,
       fingerprint,
     });
-    const remainingMs = claimer.remaining(deadlineAt);
+    const remainingMs = session.remaining(deadlineAt);
     if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
     sent = true;
     let replies: QueryResult[];
@@ -232,7 +232,7 @@ export async function claimInTransaction(
     const begun = replies[0]!.rows[0] as BeginAttemptRow;
     if (begun.state === 'counted') {
       const fence = Number((replies[replies.length - 1]!.rows[0] as { fencing_token: string }).fencing_token);
-      const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint, begun.attempts, wrap);
+      const tx = new TransactionLease(session, borrowed, tenant, digests, key, fingerprint, begun.attempts, wrap);
       const lease = { key, ownerToken: owner, fencingToken: fence };
       return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
     }
@@ -250,7 +250,7 @@ export async function claimInTransaction(
   } catch (error) {
     if (sent && sqlState(error) === SQLSTATE.lockNotAvailable) {
       // Another transaction holds the row (lock_timeout): busy, never an unbounded wait.
-      const tx = new TransactionLease(claimer, borrowed, tenant, digests, key);
+      const tx = new TransactionLease(session, borrowed, tenant, digests, key);
       tx.finished = true;
       await tx.end(what, false, true);
       return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
@@ -269,7 +269,7 @@ export async function claimInTransaction(
  * Errors are classified by the caller (claimInTransaction's catch).
  */
 async function claimTenantRow(
-  claimer: PostgresClaimer,
+  session: ClaimSession,
   borrowed: BorrowedClient,
   key: string,
   tenant: string,
@@ -280,7 +280,7 @@ async function claimTenantRow(
   deadlineAt: number,
 ): Promise<ClaimResult> {
   const what = `claim of "${key}"`;
-  const opts = claimer.options;
+  const opts = session.options;
   const text = attemptAndClaim(opts.schema, options.leaseTtlMs, Math.min(opts.operationTimeoutMs, options.leaseTtlMs), options.doneTtlMs, {
     tenant,
     lockId: digests.lockId,
@@ -290,7 +290,7 @@ async function claimTenantRow(
     fingerprint,
     owner,
   });
-  const remainingMs = claimer.remaining(deadlineAt);
+  const remainingMs = session.remaining(deadlineAt);
   if (remainingMs <= 0) throw new ClaimerUnavailableError(`${what}: deadline passed before sending`);
   let replies: QueryResult[];
   try {
@@ -301,7 +301,7 @@ async function claimTenantRow(
   }
   const begun = replies[0]!.rows[0] as BeginAttemptRow;
   const row = replies[replies.length - 1]!.rows[0] as ClaimRow | { state: 'skipped' };
-  const tx = new TransactionLease(claimer, borrowed, tenant, digests, key, fingerprint);
+  const tx = new TransactionLease(session, borrowed, tenant, digests, key, fingerprint);
   if (row.state === 'acquired') {
     const lease = { key, ownerToken: owner, fencingToken: Number(row.fencing_token) };
     return { state: 'acquired', attempt: row.attempt, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
@@ -322,7 +322,7 @@ async function claimTenantRow(
   }
   // A row a standalone claimer of the same table holds: answer as it does.
   await tx.end(what, false, true);
-  return claimer.toClaimResult(key, tenant, digests, owner, options, row);
+  return standaloneClaimResult(session, key, tenant, digests, owner, options, row);
 }
 
 /** What {@link guardClient} reads and writes on the lease of the transaction it guards. */

@@ -7,8 +7,8 @@
  *                  flush + BEGIN + limits + claim row), the same INSERT through the transaction,
  *                  commit (row completed + COMMIT + unlock): 3 round trips, 1 durable commit;
  *                  the commit through `twophase_complete` (migration 7, planned once per session)
- *   inline         the same with the completion sent as the inline statement (a schema without
- *                  migration 7); the two inbox variants alternate their order every run
+ *   inline         the same with the completion sent as the inline statement (a second schema
+ *                  without migration 7); the two inbox variants alternate their order every run
  *
  * Reports, per concurrency, msg/s of each and the mean wall time of each step (ms): the floor's
  * INSERT, and the inbox's claim, INSERT and commit, and this process's CPU per inbox message (µs). At concurrency 1 the steps are round trips
@@ -56,7 +56,7 @@ async function pooled(concurrency: number, work: (i: number) => Promise<void>): 
   return performance.now() - started;
 }
 
-async function sample(pool: Pool, claimer: PostgresClaimer, ledger: string, concurrency: number, tag: string, run: number): Promise<Sample> {
+async function sample(pool: Pool, claimers: { fn: PostgresClaimer; inline: PostgresClaimer }, ledger: string, concurrency: number, tag: string, run: number): Promise<Sample> {
   const t = { floor: 0, claim: 0, insert: 0, commit: 0, inlineCommit: 0 };
   const floorMs = await pooled(concurrency, async (i) => {
     const a = performance.now();
@@ -67,7 +67,7 @@ async function sample(pool: Pool, claimer: PostgresClaimer, ledger: string, conc
   // The inbox twice: completing through twophase_complete (migration 7) and through the inline
   // statement (a schema without it), in an order that flips every run.
   const inbox = async (inFunction: boolean): Promise<{ ms: number; cpuUs: number }> => {
-    claimer.completesInFunction = inFunction;
+    const claimer = inFunction ? claimers.fn : claimers.inline;
     const cpu = process.cpuUsage();
     const ms = await pooled(concurrency, async (i) => {
       const key = `${tag}-${inFunction ? 'k' : 'i'}${i}`;
@@ -110,16 +110,21 @@ async function sample(pool: Pool, claimer: PostgresClaimer, ledger: string, conc
 async function main(): Promise<void> {
   const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres', max: 40 });
   const schema = `tp_bench_steps_${process.pid}`;
+  const inlineSchema = `${schema}_inline`;
   const ledger = `${schema}.ledger`;
   try {
     await migrate(pool, { schema });
     await pool.query(`CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, key text NOT NULL)`);
-    const claimer = new PostgresClaimer({ pool }, { schema, mode: 'transactional' });
-    await claimer.ready();
+    // The inline completion's claimer: a schema without migration 7 (its function dropped, its record removed).
+    await migrate(pool, { schema: inlineSchema });
+    await pool.query(`DROP FUNCTION ${inlineSchema}.twophase_complete; DELETE FROM ${inlineSchema}.twophase_migrations WHERE version = 7`);
+    const claimers = { fn: new PostgresClaimer({ pool }, { schema, mode: 'transactional' }), inline: new PostgresClaimer({ pool }, { schema: inlineSchema, mode: 'transactional' }) };
+    await claimers.fn.ready();
+    await claimers.inline.ready();
     const samples = new Map<number, Sample[]>();
     for (let run = 0; run < RUNS; run++) {
       for (const concurrency of CONCURRENCY) {
-        const s = await sample(pool, claimer, ledger, concurrency, `r${run}c${concurrency}`, run);
+        const s = await sample(pool, claimers, ledger, concurrency, `r${run}c${concurrency}`, run);
         console.log(JSON.stringify({ run, concurrency, ...s }));
         samples.set(concurrency, [...(samples.get(concurrency) ?? []), s]);
       }
@@ -136,7 +141,7 @@ async function main(): Promise<void> {
     writeFileSync(OUT, `${JSON.stringify({ at: new Date().toISOString(), count: COUNT, runs: RUNS, rows }, null, 2)}\n`);
     console.log(JSON.stringify(rows));
   } finally {
-    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; DROP SCHEMA IF EXISTS ${inlineSchema} CASCADE`).catch(() => undefined);
     await pool.end();
   }
 }

@@ -7,7 +7,7 @@
  *  2. Every source map in the tarball carries the text of each source it names (`sourcesContent`)
  *     or the source itself ships: a map never points at a file the user does not have. Every
  *     relative link in a shipped Markdown file (README.md, docs/, examples/, CHANGELOG.md)
- *     reaches a file that ships.
+ *     reaches a file that ships. No shipped declaration (.d.ts) carries an `@internal` tag.
  *  3. A temporary project installs the tarball and the peer clients (the versions package.json
  *     asks for: peerDependencies, else dependencies) and compiles, with `strict` and
  *     `skipLibCheck: false`, under three settings:
@@ -165,6 +165,20 @@ for (const doc of files.filter((f) => f.endsWith('.md'))) {
   }
 }
 console.log(`   ${links} relative links checked, ${problems.length - problemsBeforeLinks} pointing at a file that does not ship`);
+
+// ---- 2c. no internals in the published types -------------------------------------------------
+// A member tagged `@internal` in a shipped declaration is part of the types users compile
+// against all the same: what the package keeps to itself must not be public in the first place.
+console.log('== internals in shipped declarations');
+const problemsBeforeInternals = problems.length;
+const declarations = files.filter((f) => f.endsWith('.d.ts'));
+for (const declaration of declarations) {
+  const lines = readFileSync(join(unpacked, 'package', declaration), 'utf8').split('\n');
+  lines.forEach((line, i) => {
+    if (/@internal\b/.test(line)) problems.push(`${declaration}:${i + 1} publishes a member tagged @internal`);
+  });
+}
+console.log(`   ${declarations.length} declaration files checked, ${problems.length - problemsBeforeInternals} lines tagged @internal`);
 
 // ---- 3. compile as a user ---------------------------------------------------------------------
 /** Code blocks marked for the check, as { name, code }. */

@@ -1,6 +1,6 @@
 /**
  * The transactional outbox's core: the message shape, the id scheme, the ports a store and a
- * broker implement, `ctx.outbox`, and the relay. Broker- and store-neutral.
+ * broker implement, and `ctx.outbox`. Broker- and store-neutral. The relay is in ../relay/.
  */
 export {
   type OutboxMessage,
@@ -30,5 +30,3 @@ export type {
   PublishFailureClass,
 } from './ports';
 export { type Outbox, ScopedOutbox } from './staging-outbox';
-export { OutboxRelay, type OutboxRelayDependencies, type OutboxRelayHealth, type OutboxRelayEvent, type OutboxRelayObserver, type RelayCycle } from './outbox-relay';
-export { type OutboxRelayOptions, type ResolvedOutboxRelayOptions, OUTBOX_RELAY_DEFAULTS } from './relay-options';

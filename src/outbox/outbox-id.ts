@@ -11,8 +11,8 @@
  * of a custom hash). Any language recomputes it with a SHA-256 function.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { InvalidOutboxMessageError } from '../errors';
-import { describeType } from '../known-options';
+import { InvalidOutboxMessageError } from '../util/errors';
+import { describeType } from '../util/known-options';
 
 /** The text hashed before the scope; a later scheme changes the version suffix. */
 export const OUTBOX_ID_DOMAIN = 'twophase-outbox-v1';

@@ -2,9 +2,9 @@
  * The outbox message: what a producer stages (`OutboxMessage`), the row it becomes
  * (`OutboxEnvelope`, broker- and store-neutral), and the validation between the two.
  */
-import { InvalidOutboxMessageError } from '../errors';
-import { describeType } from '../known-options';
-import { IDEMPOTENCY_KEY_HEADER } from '../message-key';
+import { InvalidOutboxMessageError } from '../util/errors';
+import { describeType } from '../util/known-options';
+import { IDEMPOTENCY_KEY_HEADER } from '../util/idempotency-header';
 
 /** A RabbitMQ destination: the exchange (`''` = the default exchange) and the routing key. */
 export interface RabbitMqOutboxDestination {

@@ -1,7 +1,7 @@
 /**
  * `ctx.outbox`: stages messages into the run's transaction, with deterministic ids.
  */
-import { OutboxNotAvailableError } from '../errors';
+import { OutboxNotAvailableError } from '../util/errors';
 import { outboxMessageId, randomOutboxMessageId } from './outbox-id';
 import { type OutboxMessage, toOutboxEnvelope } from './outbox-message';
 import type { OutboxWriter } from './ports';

@@ -3,7 +3,7 @@
  * package and the fix (`npm install kafkajs`), not Node's bare "Cannot find module".
  */
 import { requireWithout } from '../support/require-without';
-import { satisfiesRange } from '../../src/peer-check';
+import { satisfiesRange } from '../../src/util/peer-check';
 
 test('require(adapters/kafka) with @platformatic/kafka but without kafkajs loads (either client is enough)', () => {
   const run = requireWithout('adapters/kafka', 'kafkajs');

@@ -1,5 +1,5 @@
 /**
- * Every bundled source exposes one operations surface (src/adapter-surface.ts): `settings` (the
+ * Every bundled source exposes one operations surface (src/util/adapter-surface.ts): `settings` (the
  * options in force), `stats` (a fresh snapshot on each read) and `on(listener)` returning a
  * remover. Built without connecting: the constructors open nothing.
  */

@@ -1,11 +1,11 @@
 /**
- * Batched commits (`batchCommits`, src/commit-batcher.ts): the commits issued in one event-loop
+ * Batched commits (`batchCommits`, src/claim/commit-batcher.ts): the commits issued in one event-loop
  * turn travel as one `claimer.commitMany` call, while each delivery keeps its own outcome,
  * retries and deadline, and transactional receipts commit alone.
  */
 import { ack, type Claimer, ClaimerUnavailableError, ConfigurationError, InMemoryClaimer, LeaseLostError, type Receipt } from '../../src';
 import { commitEach, type CommitManyEntry, type CommitRequest } from '../../src/adapter-kit';
-import { CommitBatcher, MAX_BATCHED_COMMITS } from '../../src/commit-batcher';
+import { CommitBatcher, MAX_BATCHED_COMMITS } from '../../src/claim/commit-batcher';
 import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 
 /** A stand-in receipt: only its key matters to a fake commitMany. */

@@ -12,8 +12,8 @@ import {
   reject,
   type Receipt,
 } from '../../src';
-import { LogLimiter } from '../../src/log-limiter';
-import { retryHorizonMs } from '../../src/retry-horizon';
+import { LogLimiter } from '../../src/util/log-limiter';
+import { retryHorizonMs } from '../../src/config/retry-horizon';
 import { FlakyClaimer, FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 import { ManualClock } from '../support/manual-clock';
 import { waitFor } from '../support/wait';

@@ -5,7 +5,7 @@
  * Store primitives here answer only when the test says so, or synchronously (as in memory).
  */
 import { ClaimerUnavailableError, LeaseLostError, ReceiptStateError } from '../../src';
-import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt } from '../../src/receipt';
+import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt } from '../../src/claim/receipt';
 
 interface Call {
   readonly op: 'commit' | 'release' | 'extend';

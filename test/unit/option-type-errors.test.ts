@@ -5,9 +5,9 @@
  */
 import { ConfigurationError, InMemoryClaimer, runConsumers } from '../../src';
 import { checkInteger, checkTtl } from '../../src/adapter-kit';
-import { resolveConsumerOptions } from '../../src/consumer-options';
-import { silentLogger } from '../../src/logger';
-import { resolveRunOnceOptions } from '../../src/run-once-options';
+import { resolveConsumerOptions } from '../../src/config/consumer-options';
+import { silentLogger } from '../../src/util/logger';
+import { resolveRunOnceOptions } from '../../src/run-once/run-once-options';
 import { resolveGatedOptions } from '../../adapters/gated/options';
 import { resolveKafkaSourceOptions } from '../../adapters/kafka/options';
 import { resolveOptions as resolvePostgresOptions } from '../../adapters/postgres/options';

@@ -1,5 +1,5 @@
 /**
- * The one retry loop (src/retry.ts): bounds by count and deadline, which errors it retries,
+ * The one retry loop (src/util/retry.ts): bounds by count and deadline, which errors it retries,
  * polls on a pending value, the abort of a pause, and retryAfter's first failure.
  */
 import { ClaimerUnavailableError, ConfigurationError, ShutdownError } from '../../src';

@@ -1,5 +1,5 @@
 /**
- * The README's settlement table, row by row, against the pure `decide` (src/settlement-table.ts):
+ * The README's settlement table, row by row, against the pure `decide` (src/pipeline/settlement-table.ts):
  * no claimer, no broker, no timers.
  */
 import { ack, ClaimerUnavailableError, ConfigurationError, InvalidDispositionError, InvalidKeyError, reject, requeue, InvalidMessageError, KeyConflictError, LeaseLostError, PermanentError, ShutdownError, TimeoutError } from '../../src';
@@ -16,7 +16,7 @@ import {
   type Settlement,
   type SettlementRules,
   UNSETTLED_RETRY_MS,
-} from '../../src/settlement-table';
+} from '../../src/pipeline/settlement-table';
 
 const rules: SettlementRules = { maxAttempts: 3, busyRequeueDelayMs: 10, unavailableRequeueDelayMs: 11, retryDelayMs: (attempt) => 100 * attempt };
 

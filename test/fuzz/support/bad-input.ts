@@ -5,7 +5,7 @@
  * unicode, binary, NUL, wrong types, huge), maybe a message id, extra headers of odd types and
  * sizes, and a body that may be valid JSON, not JSON, truncated, binary, empty or large.
  *
- * The oracle follows the documented pipeline (README settlement table, src/message-key.ts):
+ * The oracle follows the documented pipeline (README settlement table, src/ports/message-key.ts):
  * derive the key (header, else message id; `missing_key` / `invalid_key`; bytes that are not
  * valid UTF-8 get the binary key encoding; text holding U+FFFD is `invalid_key`), validate it once
  * namespaced (non-empty, at most MAX_KEY_BYTES bytes of UTF-8, no NUL, no lone surrogate), then decode the body as

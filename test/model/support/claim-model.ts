@@ -1,5 +1,5 @@
 /**
- * Reference model of the claim state machine (docs/guarantees.md, src/claimer.ts), written
+ * Reference model of the claim state machine (docs/guarantees.md, src/claim/claimer.ts), written
  * independently of the claimers it checks.
  *
  * One record per key: absent, leased (L), done (D) or released (R), with its fencing token, owner
