@@ -67,7 +67,7 @@ describeWithServices(['postgres'], 'twophase/kysely', () => {
     });
     const count = async () => (await f.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${f.schema}.effects`)).rows[0]!.n;
 
-    test('the claim runs as without a port: three statements a message on one client, none of them a BEGIN or COMMIT of Kysely; a COMMIT through trx is refused', async () => {
+    test("the claim runs as without a port: three statements a message on one client, none of them Kysely's BEGIN or COMMIT, none in Kysely's log; stream() and a COMMIT through trx are refused", async () => {
       const logged: string[] = [];
       const db = new Kysely<Effects>({ dialect: new PostgresDialect({ pool: f.pool }), log: (event: LogEvent) => void logged.push(event.query.sql.trim().toLowerCase()) });
       const claimer = new PostgresClaimer({ pool: f.pool, logger: silentLogger, transactions: kyselyTransactions(db, { pool: f.pool }) }, { schema: f.schema, mode: 'transactional' });
@@ -87,13 +87,18 @@ describeWithServices(['postgres'], 'twophase/kysely', () => {
       expect(sent).toHaveLength(3);
       expect(new Set(senders).size).toBe(1);
       expect(sent[1]).toMatch(/^insert into/);
-      expect(logged.filter((q) => q === 'begin' || q === 'commit')).toEqual([]);
+      // Kysely's log sees none of it: no BEGIN or COMMIT, and not the INSERT (the log wraps only its own driver's connections).
+      expect(logged).toEqual([]);
       expect(await claimer.claim('q1', OPTIONS)).toMatchObject({ state: 'done', result: { ok: 1 } });
 
       const second = await claimer.claim('q2', OPTIONS);
       if (second.state !== 'acquired') throw new Error(second.state);
       const trx2 = (second.receipt as TransactionReceipt<Transaction<Effects>>).transaction;
       await trx2.withSchema(f.schema).insertInto('effects').values({ key: 'q2', fence: 1 }).execute();
+      const streamed = async () => {
+        for await (const row of trx2.withSchema(f.schema).selectFrom('effects').selectAll().stream()) void row;
+      };
+      await expect(streamed()).rejects.toThrow(/stream\(\) is not available/);
       const refused = await sql.raw('COMMIT').execute(trx2).then(() => undefined, (error: unknown) => error);
       expect(refused).toBeInstanceOf(TransactionMisuseError);
       await expect(second.receipt.commit()).rejects.toBeInstanceOf(TransactionAbortedError);
