@@ -356,6 +356,9 @@ async function main(): Promise<void> {
       const order = selected.map((_, i) => selected[(i + run) % selected.length]!);
       console.log(JSON.stringify({ run, order: order.map(([, variant]) => variant) }));
       for (const [broker, variant, measure] of order) {
+        // The second pools close idle clients after 1 s: let the previous variant's close, so two
+        // second pools (34 each) beside the claimer's pool (40) stay under a server's 100 connections.
+        await new Promise((resolve) => setTimeout(resolve, 1500));
         // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
         await pool.query(`TRUNCATE ${ledger}, ${schema}.effect; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
         const queue = `twophase-bench-pg-${process.pid}-${run}-${samples.size}`;
