@@ -21,6 +21,9 @@
  *                  claim runs as without a port): the same one-row INSERT written with Drizzle's
  *                  query builder through its `tx`; compared with "twophase transactional" of the
  *                  same run (`drizzlePortVsNative`, `drizzleAddedTimePerMessagePercent`)
+ *   kysely port    `kyselyTransactions(db, { pool })` with `db` a Kysely on the claimer's own pool
+ *                  (its `overPoolClient`, as the Drizzle row): the same INSERT with Kysely's query
+ *                  builder on its `Transaction` (`kyselyPortVsNative`, `kyselyAddedTimePerMessagePercent`)
  *   drizzle, another pool   the same with `db` on a second pool: the claim runs inside
  *                  `db.transaction` (the generic port path, as for Prisma, Kysely, TypeORM)
  *   prisma port    `prismaTransactions(prisma)` (the test client of test/support/prisma, with
@@ -35,10 +38,11 @@
  * Reports throughput (msg/s), this process's CPU per message (µs) and PostgreSQL commits per
  * second (`pg_stat_database.xact_commit` of the database: other clients' commits count too on a
  * shared server, and backends report their counts up to a second late, so short runs read low or
- * high). Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
+ * high). The variants of a run start at a different one each run (the order rotates by one), so no
+ * variant always runs first or after the same neighbour. Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only]
- * `--port-only` runs only "twophase transactional", the three port rows and the three alone rows, interleaved (Kafka is still
+ * `--port-only` runs only "twophase transactional", the four port rows and the three alone rows, interleaved (Kafka is still
  * connected to, not used).
  */
 import { writeFileSync } from 'node:fs';
@@ -52,6 +56,8 @@ import { ack, type Claimer, ConsumerBase, type Disposition, type HandlerContext,
 import { migrate, PostgresClaimer } from '../../adapters/postgres';
 import { drizzleTransactions, type DrizzleTransaction } from '../../adapters/postgres/orm/drizzle';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import { Kysely, PostgresDialect, type Transaction } from 'kysely';
+import { kyselyTransactions } from '../../adapters/postgres/orm/kysely';
 import { bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { prismaTransactions } from '../../adapters/postgres/orm/prisma';
@@ -283,6 +289,12 @@ async function main(): Promise<void> {
     const ledgerTable = pgSchema(schema).table('ledger', { id: bigserial('id', { mode: 'number' }).primaryKey(), key: text('key').notNull() });
     const drizzleClaimer = new PostgresClaimer({ pool, transactions: drizzleTransactions(drizzle(pool)) }, { schema, mode: 'transactional' });
     const drizzleInsert = (key: string, tx: unknown) => (tx as DrizzleTransaction<NodePgDatabase>).insert(ledgerTable).values({ key });
+    interface KyselyLedger {
+      ledger: { key: string };
+    }
+    const kyselyDb = new Kysely<KyselyLedger>({ dialect: new PostgresDialect({ pool }) });
+    const kyselyClaimer = new PostgresClaimer({ pool, transactions: kyselyTransactions(kyselyDb, { pool }) }, { schema, mode: 'transactional' });
+    const kyselyInsert = (key: string, tx: unknown) => (tx as Transaction<KyselyLedger>).withSchema(schema).insertInto('ledger').values({ key }).execute();
     // Second pools: idle clients close soon, so one variant's connections do not crowd the next's.
     const otherPool = new Pool({ ...pgConfig, max: PREFETCH + 2, idleTimeoutMillis: 1000 });
     otherPools.push(otherPool);
@@ -327,6 +339,7 @@ async function main(): Promise<void> {
       ['rabbitmq', 'pg alone (raw amqplib + BEGIN, the same INSERT on a pool client, COMMIT)', (queue) => runFloor(queue, pool, ledger, PREFETCH, pgAlone)],
       ['rabbitmq', 'Drizzle alone, another pool (raw amqplib + db.transaction, the same insert)', (queue) => runFloor(queue, pool, ledger, PREFETCH, drizzleAlone)],
       ['rabbitmq', 'Prisma alone (raw amqplib + prisma.$transaction, the same tx.effect.create)', (queue) => runFloor(queue, pool, ledger, PREFETCH, prismaAlone)],
+      ['rabbitmq', 'twophase transactional through the Kysely port (kyselyTransactions), db on the claimer\'s pool', (queue) => runTwophase(queue, kyselyClaimer as unknown as Claimer, kyselyInsert as never)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
@@ -335,9 +348,17 @@ async function main(): Promise<void> {
     const PG_ALONE = 12;
     const DRIZZLE_ALONE = 13;
     const PRISMA_ALONE = 14;
-    const selected = PORT_ONLY ? [NATIVE, DRIZZLE, DRIZZLE_CALLBACK, PRISMA, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!) : variants;
+    const KYSELY = 15;
+    const selected = PORT_ONLY ? [NATIVE, DRIZZLE, KYSELY, DRIZZLE_CALLBACK, PRISMA, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!) : variants;
     for (let run = 0; run < RUNS; run++) {
-      for (const [broker, variant, measure] of selected) {
+      // Rotated by one each run: a variant's place in the order (first after the fill, or after a
+      // given neighbour) changes from run to run.
+      const order = selected.map((_, i) => selected[(i + run) % selected.length]!);
+      console.log(JSON.stringify({ run, order: order.map(([, variant]) => variant) }));
+      for (const [broker, variant, measure] of order) {
+        // The second pools close idle clients after 1 s: let the previous variant's close, so two
+        // second pools (34 each) beside the claimer's pool (40) stay under a server's 100 connections.
+        await new Promise((resolve) => setTimeout(resolve, 1500));
         // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
         await pool.query(`TRUNCATE ${ledger}, ${schema}.effect; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
         const queue = `twophase-bench-pg-${process.pid}-${run}-${samples.size}`;
@@ -398,6 +419,8 @@ async function main(): Promise<void> {
       drizzleOtherPoolAddedTimePerMessagePercent: addedPerMessage(DRIZZLE_CALLBACK),
       prismaPortVsNative: rate(PRISMA, NATIVE),
       prismaAddedTimePerMessagePercent: addedPerMessage(PRISMA),
+      kyselyPortVsNative: rate(KYSELY, NATIVE),
+      kyselyAddedTimePerMessagePercent: addedPerMessage(KYSELY),
     });
     const report = {
       at: new Date().toISOString(),

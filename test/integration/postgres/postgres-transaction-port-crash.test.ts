@@ -1,6 +1,6 @@
 /**
  * SIGKILL of a worker process whose claim runs inside a database library's transaction
- * (node-postgres's port and Drizzle's), between the effect and the COMMIT: PostgreSQL rolls the
+ * (node-postgres's port, Drizzle's, and Kysely's on the claimer's pool), between the effect and the COMMIT: PostgreSQL rolls the
  * transaction back when the connection drops and frees the key at once; the attempt count, written
  * outside the transaction, survives; the redelivery (a claim by another worker) runs once, so
  * exactly one effect remains.

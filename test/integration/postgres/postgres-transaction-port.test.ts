@@ -1,6 +1,6 @@
 /**
  * The transactional (inbox) mode inside a database library's own transaction, on the shared
- * PostgreSQL, with node-postgres's port and Drizzle's: the claim, the handler's effect and the
+ * PostgreSQL, with node-postgres's port, Drizzle's, and Kysely's over the claimer's pool: the claim, the handler's effect and the
  * completed row share the library's transaction; busy answers at once; attempts survive
  * rollbacks and ended sessions; a hung owner cannot commit late; runOnce and ctx.outbox work
  * through the port.
@@ -112,7 +112,8 @@ describeWithServices(['postgres'], 'PostgresClaimer transactional mode through a
       const { receipt } = await acquire('k5');
       await p.write(receipt.transaction, effects, 'k5', receipt.fencingToken);
       await f.pool.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND datname = current_database() AND query LIKE '%${f.schema}.effects%'`,
+        // '%schema%effects%': Kysely quotes the names ("schema"."effects").
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND datname = current_database() AND query LIKE '%${f.schema}%effects%'`,
       );
       await expect(receipt.commit()).rejects.toBeInstanceOf(TransactionAbortedError);
       expect(await count('k5')).toBe(0);
