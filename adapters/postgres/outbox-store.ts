@@ -52,7 +52,8 @@ export class PostgresOutboxStore implements OutboxStore {
   /** @throws ConfigurationError for a missing pool, an unknown option or an invalid value */
   constructor(dependencies: PostgresOutboxStoreDependencies, options: PostgresOutboxStoreOptions = {}) {
     if (!dependencies?.pool || typeof dependencies.pool.query !== 'function') throw new ConfigurationError(`PostgresOutboxStore needs { pool } (a pg Pool), got ${describeType(dependencies)}`);
-    checkKnownOptions('PostgresOutboxStore dependencies', dependencies, ['pool']);
+    const second = 'an option, which goes in the second argument: new PostgresOutboxStore({ pool }, { … })';
+    checkKnownOptions('PostgresOutboxStore dependencies', dependencies, ['pool'], { schema: second, operationTimeoutMs: second });
     checkKnownOptions('PostgresOutboxStore options', options, ['schema', 'operationTimeoutMs']);
     this.pool = dependencies.pool;
     this.schemaName = options.schema ?? DEFAULT_SCHEMA;

@@ -12,7 +12,7 @@ import { type ConsumerOptions, resolveConsumerOptions, type ResolvedConsumerOpti
 import type { Delivery, HandlerContext, Message } from '../ports/delivery';
 import { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import type { Disposition } from '../ports/disposition';
-import { ConfigurationError, InvalidDispositionError, InvalidMessageError, PermanentError, ShutdownError } from '../util/errors';
+import { ConfigurationError, InvalidDispositionError, InvalidMessageError, OutboxNotAvailableError, PermanentError, ShutdownError, TransactionUnavailableError } from '../util/errors';
 import { consoleInfoLogger, type Logger } from '../util/logger';
 import { defaultMessageKey } from '../ports/message-key';
 import type { DeliveryResult } from '../ports/observer';
@@ -151,9 +151,21 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
     return undefined;
   }
 
-  /** True for errors that retrying cannot fix. Default: {@link PermanentError} and {@link InvalidMessageError}. */
+  /**
+   * True for errors that retrying cannot fix. Default: {@link PermanentError},
+   * {@link InvalidMessageError}, and the wiring errors {@link TransactionUnavailableError}
+   * (`ctx.transaction` with a claimer that gives none) and {@link OutboxNotAvailableError}
+   * (`ctx.outbox` where nothing can stage): the deployment must change, so the message is
+   * dead-lettered at once (`permanent_error`) and a replay after the fix runs it again.
+   */
   protected isPermanent(error: unknown): boolean {
-    return error instanceof PermanentError || error instanceof InvalidMessageError || error instanceof InvalidDispositionError;
+    return (
+      error instanceof PermanentError ||
+      error instanceof InvalidMessageError ||
+      error instanceof InvalidDispositionError ||
+      error instanceof TransactionUnavailableError ||
+      error instanceof OutboxNotAvailableError
+    );
   }
 
   /**

@@ -5,10 +5,12 @@ import {
   ack,
   type ConsumerEvent,
   InMemoryClaimer,
+  OutboxNotAvailableError,
   PermanentError,
   reject,
   requeue,
   RetryableError,
+  TransactionUnavailableError,
 } from '../../src';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -219,6 +221,19 @@ describe('settlement table', () => {
     fixed = true;
     const replay = recordingDelivery({ key: 'bad-amount' });
     expect(await consumer.dispatch(replay)).toMatchObject({ action: 'ack', outcome: 'committed' });
+  });
+
+  test.each([
+    ['TransactionUnavailableError (ctx.transaction with a claimer that gives none)', () => new TransactionUnavailableError()],
+    ['OutboxNotAvailableError (ctx.outbox with a claimer that cannot stage)', () => new OutboxNotAvailableError('ctx.outbox needs a transactional claimer')],
+  ])('a wiring error, %s, is dead-lettered at the first attempt: retrying cannot fix it', async (_name, make) => {
+    const claimer = new InMemoryClaimer();
+    const consumer = new FnConsumer({ ...fastOptions(claimer), maxAttempts: 5 }, async () => {
+      throw make();
+    });
+    const d = recordingDelivery({ key: 'wiring' });
+    expect(await consumer.dispatch(d)).toMatchObject({ action: 'reject', reason: 'permanent_error', attempt: 1 });
+    expect(d.calls).toEqual([{ op: 'reject', info: expect.objectContaining({ reason: 'permanent_error', attempts: 1, errorType: make().name }) }]);
   });
 
   test('handler returned reject(reason): dead-letter with that reason, then release', async () => {

@@ -2,6 +2,8 @@
  * The outbox core without a store: the id scheme (a known vector, recomputed here from its
  * definition), message validation, and the relay's option checks.
  */
+import type { Pool } from 'pg';
+import { PostgresOutboxStore } from '../../adapters/postgres';
 import { createHash } from 'node:crypto';
 import { ConfigurationError, InMemoryClaimer, InvalidOutboxMessageError, OutboxRelay, outboxMessageId, runOnce, toOutboxEnvelope, type OutboxPublisher, type OutboxStore } from '../../src';
 
@@ -114,5 +116,13 @@ describe('stagedIds', () => {
       return { ids: outbox.stagedIds };
     });
     expect(outcome).toMatchObject({ status: 'ran', result: { ids: [] } });
+  });
+});
+
+describe('PostgresOutboxStore construction', () => {
+  test('a store option placed among the dependencies points to the second argument', () => {
+    const pool = { query: async () => ({ rows: [] }) } as unknown as Pool;
+    expect(() => new PostgresOutboxStore({ pool, schema: 'app' } as never)).toThrow(/unknown option "schema" \(an option, which goes in the second argument: new PostgresOutboxStore\(\{ pool \}, \{ … \}\)\)/);
+    expect(() => new PostgresOutboxStore({ pool }, { schema: 'app' })).not.toThrow();
   });
 });
