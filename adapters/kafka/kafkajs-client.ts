@@ -168,7 +168,7 @@ class KafkaJsAdmin implements ClusterAdmin {
   }
 
   createTopics(topics: ReadonlyArray<{ readonly topic: string; readonly numPartitions?: number; readonly replicationFactor?: number }>): Promise<boolean> {
-    return this.admin.createTopics({ waitForLeaders: true, topics: topics.map((t) => ({ ...t })) });
+    return createTopicsWithLeaders(this.admin, topics);
   }
 
   async partitionCounts(topics: readonly string[]): Promise<Record<string, number>> {
@@ -192,5 +192,36 @@ class KafkaJsAdmin implements ClusterAdmin {
     const { groups } = await this.admin.describeGroups([groupId]);
     const group = groups.find((g) => g.groupId === groupId);
     return { state: group?.state ?? 'Dead', members: (group?.members ?? []).map((m) => ({ memberId: m.memberId, clientId: m.clientId, clientHost: m.clientHost })) };
+  }
+}
+
+/**
+ * kafkajs's `createTopics` with `waitForLeaders`, made to finish when the broker's metadata lags
+ * the topics it has just created. kafkajs's wait retries `LEADER_NOT_AVAILABLE` only. A broker that
+ * answers `UNKNOWN_TOPIC_OR_PARTITION` in that moment (seen on Kafka 4.4 under load) has created
+ * the topics, so this polls the metadata until each partition has a leader.
+ * @returns as kafkajs: false when every topic already existed
+ * @throws the kafkajs error for any other failure; an Error when the leaders are still missing after `waitMs`
+ */
+export async function createTopicsWithLeaders(
+  admin: Admin,
+  topics: ReadonlyArray<{ readonly topic: string; readonly numPartitions?: number; readonly replicationFactor?: number }>,
+  waitMs = 15_000,
+): Promise<boolean> {
+  try {
+    return await admin.createTopics({ waitForLeaders: true, topics: topics.map((t) => ({ ...t })) });
+  } catch (error) {
+    if ((error as { type?: unknown } | null)?.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error;
+  }
+  const names = topics.map((t) => t.topic);
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const ready = await admin
+      .fetchTopicMetadata({ topics: names })
+      .then((m) => m.topics.length === names.length && m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
+      .catch(() => false);
+    if (ready) return true;
+    if (Date.now() > deadline) throw new Error(`Kafka topics ${names.join(', ')} were created but have no leaders after ${waitMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

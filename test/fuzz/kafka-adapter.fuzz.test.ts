@@ -23,6 +23,7 @@ import { clientRows, describeEachClient } from '../integration/kafka/support/cli
 import { type FuzzLimits, type FuzzMessage, fuzzMessage, headersOf, labelledReport, type HeaderValue, type Transport } from './support/bad-input';
 import { checkBatch, FuzzRecorder, type ReadDeadLetter, RecordingConsumer, TRACKING_HEADER, trackingIdOf } from './support/adapter-fuzz';
 import { waitFor } from '../support/wait';
+import { createTopicsWithLeaders } from '../../adapters/kafka/kafkajs-client';
 
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const NAMESPACE = 'fuzz:kafka';
@@ -106,7 +107,7 @@ describeEachClient(['kafka', 'redis'], 'fuzz: bad input through the Kafka adapte
 
   beforeAll(async () => {
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 4 }, { topic: `${topic}.dlq`, numPartitions: 4 }] });
+    await createTopicsWithLeaders(admin, [{ topic, numPartitions: 4 }, { topic: `${topic}.dlq`, numPartitions: 4 }]);
     producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
     dlqReader = kafka.consumer({ groupId: `${groupId}-dlq`, ...FAST_GROUP });

@@ -19,6 +19,7 @@ import { buildPlan, buildSchedule } from '../schedule';
 import { injectFault, WorkerPool } from './process-workers';
 import type { StackResult } from './stack';
 import type { ChaosKafkaClient } from '../kafka-client';
+import { createTopicsWithLeaders } from '../../../adapters/kafka/kafkajs-client';
 
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const PARTITIONS = 6;
@@ -33,7 +34,7 @@ export async function runKafkaStack(spec: StackSpec, runId: string, seed: number
   const kafka = new Kafka({ clientId: `chaos-${runId}-harness`, brokers: BROKERS, logLevel: logLevel.NOTHING, retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 2000 } });
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: PARTITIONS }] });
+  await createTopicsWithLeaders(admin, [{ topic, numPartitions: PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: PARTITIONS }]);
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true });
   await producer.connect();
   const ledger = new Pool(pgConfig(2));

@@ -36,6 +36,7 @@ import type { StackSpec } from './registry';
 import { closeConnectionsNamed } from './rabbitmq';
 import { forkTs, logDir, type StackResult } from './stack';
 import type { ChaosKafkaClient } from '../kafka-client';
+import { createTopicsWithLeaders } from '../../../adapters/kafka/kafkajs-client';
 
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const KAFKA_BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
@@ -79,7 +80,7 @@ export async function runOutboxStack(spec: StackSpec, runId: string, seed: numbe
   const admin = kafka?.admin();
   if (admin) {
     await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 6 }, { topic: `${topic}.dlq`, numPartitions: 6 }] });
+    await createTopicsWithLeaders(admin, [{ topic, numPartitions: 6 }, { topic: `${topic}.dlq`, numPartitions: 6 }]);
   }
 
   // The downstream consumer first: on RabbitMQ it declares the queue the relays publish to.

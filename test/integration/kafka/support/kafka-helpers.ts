@@ -17,6 +17,7 @@ import {
 } from '../../../../src';
 import { type KafkaClient, KafkaSource, type KafkaSourceEvent, type KafkaSourceOptions, KeyedProducer, type KeyedMessage } from '../../../../adapters/kafka';
 import { SERVICES } from '../../../support/services';
+import { createTopicsWithLeaders } from '../../../../adapters/kafka/kafkajs-client';
 import { RedisFixture } from './redis-fixture';
 
 /** The dev broker (`npm run kafka:start`). */
@@ -58,8 +59,8 @@ export class TopicFixture {
   async create(label: string, partitions: number): Promise<string> {
     const admin = await this.connect();
     const topic = unique(label);
-    await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions }, { topic: `${topic}.dlq`, numPartitions: partitions }] });
     this.created.add(topic).add(`${topic}.dlq`);
+    await createTopicsWithLeaders(admin, [{ topic, numPartitions: partitions }, { topic: `${topic}.dlq`, numPartitions: partitions }]);
     return topic;
   }
 
@@ -214,3 +215,4 @@ export function kafkaSuite(clientId: string): { kafka: Kafka; topics: TopicFixtu
   });
   return { kafka, topics, redis, consumers };
 }
+
