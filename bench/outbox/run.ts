@@ -68,6 +68,7 @@ import {
 import { KafkaOutboxPublisher } from '../../adapters/kafka';
 import { migrate, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox, transactionOutbox } from '../../adapters/postgres';
 import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
+import { machineCpuUs, postgresServerCpuUs } from '../cpu';
 import { median } from '../goals';
 
 function arg(name: string, fallback: number): number {
@@ -107,6 +108,27 @@ const pct = (xs: readonly number[], p: number) => {
   return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]! : NaN;
 };
 const r2 = (x: number) => Math.round(x * 100) / 100;
+const PG_PORT = Number(process.env.PGPORT ?? 5432);
+
+/**
+ * CPU spent over one measured run, µs per message: this process (the relay or the raw client),
+ * the PostgreSQL server (when it runs on this machine) and the whole machine (both servers, the
+ * broker, this process and anything else running).
+ */
+function cpuMeter(): (messages: number) => { nodeUs: number; pgUs: number; machineUs: number } {
+  const node = process.cpuUsage();
+  const pg = postgresServerCpuUs(PG_PORT);
+  const machine = machineCpuUs();
+  return (messages) => {
+    const n = process.cpuUsage(node);
+    const pgNow = postgresServerCpuUs(PG_PORT);
+    return {
+      nodeUs: (n.user + n.system) / messages,
+      pgUs: pg === undefined || pgNow === undefined ? NaN : (pgNow - pg) / messages,
+      machineUs: (machineCpuUs() - machine) / messages,
+    };
+  };
+}
 
 /** Stages `n` messages in transactions of up to 1,000. */
 async function stageMany(n: number, make: (i: number) => OutboxMessage): Promise<void> {
@@ -144,6 +166,8 @@ interface RelayRun {
   readonly completeUs: number;
   /** Time from the first publish of a claim to its last confirm, µs per message (summed over claims). */
   readonly publishUs: number;
+  /** CPU per message from the relay's start to its last delete (`cpuMeter`). */
+  readonly cpu: { nodeUs: number; pgUs: number; machineUs: number };
 }
 
 /** The store with a stopwatch on claim and complete. */
@@ -222,15 +246,17 @@ async function relayAll(makePublisher: () => OutboxPublisher, expected: number, 
     { store, publisher: makePublisher(), logger: silentLogger, observer },
     { name: 'bench', batchSize: BATCH, keyConcurrency: variant.keyConcurrency ?? KEY_CONCURRENCY, claimConcurrency: variant.claimConcurrency ?? CLAIM_CONCURRENCY, statsIntervalMs: 0, pollIntervalMs: 50 },
   );
+  const meter = cpuMeter();
   await relay.start();
   const timeout = setTimeout(finish, 300_000);
   await done;
   clearTimeout(timeout);
   const elapsed = performance.now() - firstClaim;
+  const cpu = meter(Math.max(1, removed));
   await relay.stop();
   if (removed !== expected) throw new Error(`relayed ${removed} of ${expected}`);
   // publishMs counts from the claim's return to its delete's return: take the delete out.
-  return { rate: (removed / elapsed) * 1000, claimUs: (store.claimMs * 1000) / removed, completeUs: (store.completeMs * 1000) / removed, publishUs: ((publishMs - store.completeMs) * 1000) / removed };
+  return { rate: (removed / elapsed) * 1000, claimUs: (store.claimMs * 1000) / removed, completeUs: (store.completeMs * 1000) / removed, publishUs: ((publishMs - store.completeMs) * 1000) / removed, cpu };
 }
 
 // ---------------------------------------------------------------- throughput
@@ -240,6 +266,52 @@ type Series = Record<string, number[]>;
 
 function push(series: Series, name: string, value: number): void {
   (series[name] ??= []).push(value);
+}
+
+function pushCpu(series: Series, name: string, cpu: { nodeUs: number; pgUs: number; machineUs: number }): void {
+  push(series, `${name}:nodeUs`, cpu.nodeUs);
+  push(series, `${name}:pgUs`, cpu.pgUs);
+  push(series, `${name}:machineUs`, cpu.machineUs);
+}
+
+/** A claimed row as the inline floor reads it. */
+interface FloorRow {
+  readonly seq: string;
+  readonly id: string;
+  readonly destination: Record<string, string>;
+  readonly body: Buffer;
+}
+
+/**
+ * The least a relay can do, written inline with no SDK: claim a batch of rows (one UPDATE of
+ * their lease over a `FOR UPDATE SKIP LOCKED` select, in commit order), publish them with the
+ * raw client, delete them by sequence; as many lanes as the relay's claims in flight. No fencing
+ * token, no per-key order, no lease extension, no failure handling, no stats: a bound on what any
+ * relay built on this table, this client and this machine can reach.
+ */
+async function inlineFloor(series: Series, makeMessage: (i: number) => OutboxMessage, publishBatch: (rows: readonly FloorRow[]) => Promise<void>): Promise<number> {
+  await stageMany(MESSAGES, makeMessage);
+  const claim = `UPDATE ${table} o SET lease_owner = 'floor', fencing_token = 1, lease_expires_at = clock_timestamp() + interval '30 seconds'
+    FROM (SELECT seq FROM ${table} WHERE lease_owner IS NULL AND state = 'pending' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED) c
+    WHERE o.seq = c.seq RETURNING o.seq, o.id, o.destination, o.body`;
+  let removed = 0;
+  const meter = cpuMeter();
+  const started = performance.now();
+  const lane = async () => {
+    for (;;) {
+      const { rows } = await pool.query<FloorRow>(claim, [BATCH]);
+      if (rows.length === 0) return;
+      await publishBatch(rows);
+      await pool.query(`DELETE FROM ${table} WHERE seq = ANY($1::bigint[])`, [rows.map((r) => r.seq)]);
+      removed += rows.length;
+    }
+  };
+  await Promise.all(Array.from({ length: CLAIM_CONCURRENCY }, lane));
+  const rate = (removed / (performance.now() - started)) * 1000;
+  if (removed !== MESSAGES) throw new Error(`inline floor relayed ${removed} of ${MESSAGES}`);
+  push(series, 'inline-floor', rate);
+  pushCpu(series, 'inline-floor', meter(removed));
+  return rate;
 }
 
 /**
@@ -259,15 +331,20 @@ async function relayVariant(series: Series, name: string, makePublisher: () => O
   push(series, `${name}:claimUs`, run.claimUs);
   push(series, `${name}:completeUs`, run.completeUs);
   push(series, `${name}:publishUs`, run.publishUs);
+  pushCpu(series, name, run.cpu);
   return run.rate;
 }
 
 function describeRun(series: Series, raw: number): string {
   const last = (name: string) => series[name]?.[series[name]!.length - 1] ?? NaN;
-  return Object.keys(RELAY_VARIANTS)
-    .concat('no-broker')
-    .map((name) => `${name} ${last(name).toFixed(0)} msg/s (${(last(name) / raw).toFixed(2)}×; claim ${last(`${name}:claimUs`).toFixed(0)} µs/msg, delete ${last(`${name}:completeUs`).toFixed(0)} µs/msg, publish ${last(`${name}:publishUs`).toFixed(0)} µs/msg)`)
-    .join(', ');
+  const cpu = (name: string) => `CPU µs/msg: node ${last(`${name}:nodeUs`).toFixed(0)}, postgres ${last(`${name}:pgUs`).toFixed(0)}, machine ${last(`${name}:machineUs`).toFixed(0)}`;
+  return [`raw ${cpu('raw')}`, `inline-floor ${last('inline-floor').toFixed(0)} msg/s (${(last('inline-floor') / raw).toFixed(2)}×; ${cpu('inline-floor')})`]
+    .concat(
+      Object.keys(RELAY_VARIANTS)
+        .concat('no-broker')
+        .map((name) => `${name} ${last(name).toFixed(0)} msg/s (${(last(name) / raw).toFixed(2)}×; claim ${last(`${name}:claimUs`).toFixed(0)} µs/msg, delete ${last(`${name}:completeUs`).toFixed(0)} µs/msg, publish ${last(`${name}:publishUs`).toFixed(0)} µs/msg; ${cpu(name)})`),
+    )
+    .join(',\n    ');
 }
 
 interface BrokerFigures {
@@ -290,7 +367,7 @@ async function rabbitThroughput(): Promise<BrokerFigures> {
       const id = randomBytes(16).toString('hex');
       channel.publish('', queue, BODY, { persistent: true, mandatory: true, messageId: id, headers: { 'idempotency-key': id } }, (err) => (err ? reject(err) : resolve()));
     });
-  const variants = ['raw', ...Object.keys(RELAY_VARIANTS), 'no-broker', 'per-record'];
+  const variants = ['raw', 'inline-floor', ...Object.keys(RELAY_VARIANTS), 'no-broker', 'per-record'];
   try {
     for (let run = 0; run < RUNS; run++) {
       for (const variant of run % 2 === 0 ? variants : [...variants].reverse()) {
@@ -307,6 +384,7 @@ async function rabbitThroughput(): Promise<BrokerFigures> {
           await Promise.all(Array.from({ length: KEY_CONCURRENCY }, worker));
           push(series, 'per-record', (MESSAGES / (performance.now() - started)) * 1000);
         } else if (variant === 'raw') {
+          const meter = cpuMeter();
           const started = performance.now();
           for (let sent = 0; sent < MESSAGES; sent += BATCH) {
             for (let i = 0; i < Math.min(BATCH, MESSAGES - sent); i++) {
@@ -316,6 +394,18 @@ async function rabbitThroughput(): Promise<BrokerFigures> {
             await channel.waitForConfirms();
           }
           push(series, 'raw', (MESSAGES / (performance.now() - started)) * 1000);
+          pushCpu(series, 'raw', meter(MESSAGES));
+        } else if (variant === 'inline-floor') {
+          await inlineFloor(series, makeMessage, (rows) =>
+            Promise.all(
+              rows.map(
+                (row) =>
+                  new Promise<void>((resolve, reject) => {
+                    channel.publish(row.destination.exchange!, row.destination.routingKey!, row.body, { persistent: true, mandatory: true, messageId: row.id, headers: { 'idempotency-key': row.id } }, (err) => (err ? reject(err) : resolve()));
+                  }),
+              ),
+            ).then(() => undefined),
+          );
         } else if (variant === 'no-broker') {
           await relayVariant(series, variant, () => new NoBrokerPublisher('rabbitmq'), makeMessage);
         } else {
@@ -348,14 +438,20 @@ async function kafkaThroughput(): Promise<BrokerFigures> {
     const id = randomBytes(16).toString('hex');
     return { key: id, value: BODY, headers: { 'idempotency-key': id } };
   };
-  const variants = ['raw', ...Object.keys(RELAY_VARIANTS), 'no-broker', 'per-record'];
+  const variants = ['raw', 'inline-floor', ...Object.keys(RELAY_VARIANTS), 'no-broker', 'per-record'];
   try {
     for (let run = 0; run < RUNS; run++) {
       for (const variant of run % 2 === 0 ? variants : [...variants].reverse()) {
         const started = performance.now();
         if (variant === 'raw') {
+          const meter = cpuMeter();
           for (let sent = 0; sent < MESSAGES; sent += BATCH) await producer.send({ topic, acks: -1, messages: Array.from({ length: Math.min(BATCH, MESSAGES - sent) }, record) });
           push(series, 'raw', (MESSAGES / (performance.now() - started)) * 1000);
+          pushCpu(series, 'raw', meter(MESSAGES));
+        } else if (variant === 'inline-floor') {
+          await inlineFloor(series, makeMessage, (rows) =>
+            producer.send({ topic, acks: -1, messages: rows.map((row) => ({ key: row.destination.key!, value: row.body, headers: { 'idempotency-key': row.id } })) }).then(() => undefined),
+          );
         } else if (variant === 'per-record') {
           let next = 0;
           const worker = async () => {
@@ -649,13 +745,16 @@ async function main(): Promise<void> {
   mkdirSync(dirname(OUT), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify(result, null, 2)}\n`);
   type Broker = Record<string, number> | undefined;
+  const cpuOf = (f: Broker, name: string) => (f ? `${f[`${name}:nodeUs:median`]} / ${f[`${name}:pgUs:median`]} / ${f[`${name}:machineUs:median`]}` : '—');
   const x = result as { rabbitmq?: Broker; kafka?: Broker; staging?: { ratioMedian: number; bareRatioMedian: number; txRatioMedian: number }; lag?: LagFigures[]; size?: SizeFigures };
   process.stdout.write(
     [
       '',
       ...(['rabbitmq', 'kafka'] as const).map((b) => {
         const f = x[b];
-        return `relay / raw confirmed publish (${b})   ${f?.ratioMedian ?? '—'}×   (goal ≥ 0.8; one claim at a time ${f?.['relay-1-claim:ratioMedian'] ?? '—'}×; 16 keys and one claim at a time (the previous defaults) ${f?.['relay-16-keys-1-claim:ratioMedian'] ?? '—'}×; no broker ${f?.['no-broker:ratioMedian'] ?? '—'}× = the store's floor; ${KEY_CONCURRENCY} one-message publishes in flight ${f?.['per-record:ratioMedian'] ?? '—'}×)`;
+        return `relay / raw confirmed publish (${b})   ${f?.ratioMedian ?? '—'}×   (goal ≥ 0.8; one claim at a time ${f?.['relay-1-claim:ratioMedian'] ?? '—'}×; 16 keys and one claim at a time (the previous defaults) ${f?.['relay-16-keys-1-claim:ratioMedian'] ?? '—'}×; no broker ${f?.['no-broker:ratioMedian'] ?? '—'}× = the store's floor; ${KEY_CONCURRENCY} one-message publishes in flight ${f?.['per-record:ratioMedian'] ?? '—'}×)
+  inline floor (claim, raw publish, delete; no SDK) ${f?.['inline-floor:ratioMedian'] ?? '—'}× raw; relay / inline floor ${f ? r2(f['relay:median']! / f['inline-floor:median']!) : '—'}×
+  CPU µs/msg (node / postgres / machine): raw ${cpuOf(f, 'raw')}; inline floor ${cpuOf(f, 'inline-floor')}; relay ${cpuOf(f, 'relay')}; no broker ${cpuOf(f, 'no-broker')}`;
       }),
       `staging call / plain INSERT                ${x.staging?.ratioMedian ?? '—'}×   (goal ≤ 1.2; without ordering key and NOTIFY ${x.staging?.bareRatioMedian ?? '—'}×; one-message transaction ${x.staging?.txRatioMedian ?? '—'}×)`,
       ...(x.lag ?? []).map((l) => `lag COMMIT → handler, ${l.targetRate} msg/s offered (${l.achievedRate} staged/s, ${l.arrived}/${l.messages} handled)   p50 ${l.p50Ms} ms, p99 ${l.p99Ms} ms, max ${l.maxMs} ms   (goal p99 ≤ 100 ms at 1000 msg/s)`),
