@@ -13,7 +13,11 @@
  *               statements). Each relay line gives the client-side time per message in the claim
  *               statement, the delete and the publishing (claim returned → last confirm). Also the
  *               per-record floor: the same client publishing one message at a time,
- *               `keyConcurrency` in flight;
+ *               `keyConcurrency` in flight; and the inline floor: the least a relay on this table
+ *               can do, written with no SDK (claim a batch, publish it with the raw client,
+ *               delete it; `claimConcurrency` lanes). Each raw, floor and relay line gives the
+ *               CPU per message of this process, of the PostgreSQL server (when it runs on this
+ *               machine) and of the whole machine (bench/cpu.ts);
  *   staging     one staging call (`transactionOutbox(client).stage`, as `ctx.outbox` does) against
  *               a plain INSERT of the same row into a table `LIKE twophase_outbox INCLUDING ALL`
  *               (same columns, defaults and indexes), `--stage` calls of each in one open
@@ -36,7 +40,8 @@
  * Not a test: nothing fails on a number.
  *
  *   npx ts-node --transpile-only bench/outbox/run.ts [--runs 3] [--messages 5000] [--batch 100] [--stage 500]
- *     [--rates 1000,200] [--lag-seconds 10] [--lag-lanes 50] [--size 200000] [--parts throughput,staging,lag,size] [--out file.json]
+ *     [--rates 1000,200] [--lag-seconds 10] [--lag-lanes 50] [--size 200000] [--parts throughput,staging,lag,size]
+ *     [--brokers rabbitmq,kafka] [--out file.json]
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -88,6 +93,8 @@ const RATES = text('rates', '1000,200').split(',').map(Number);
 const LAG_SECONDS = arg('lag-seconds', 10);
 const SIZE = arg('size', 200_000);
 const PARTS = new Set(text('parts', 'throughput,staging,lag,size').split(','));
+/** The brokers of the throughput part. */
+const BROKERS = new Set(text('brokers', 'rabbitmq,kafka').split(','));
 const OUT = text('out', join(__dirname, '..', 'results', 'outbox.json'));
 const AMQP_URL = process.env.TWOPHASE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const KAFKA_BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
@@ -99,7 +106,7 @@ const LAG_LANES = arg('lag-lanes', 50);
 const KEY_CONCURRENCY = OUTBOX_RELAY_DEFAULTS.keyConcurrency;
 const CLAIM_CONCURRENCY = OUTBOX_RELAY_DEFAULTS.claimConcurrency;
 
-const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'test', max: Math.max(30, LAG_LANES + 10) });
+const pool = new Pool({ host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'test', max: Math.max(30, LAG_LANES + 10), idleTimeoutMillis: 0 });
 const schema = `bench_outbox_${randomBytes(4).toString('hex')}`;
 const table = `${schema}.twophase_outbox`;
 const step = (line: string) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
@@ -713,12 +720,16 @@ async function main(): Promise<void> {
   const result: Record<string, unknown> = { date: new Date().toISOString(), loadAvgAtStart: load, runs: RUNS, messages: MESSAGES, batch: BATCH, bodyBytes: BODY.length };
   try {
     if (PARTS.has('throughput')) {
-      step('throughput: RabbitMQ');
-      const r = await rabbitThroughput();
-      result.rabbitmq = { ...r, ...summarize(r) };
-      step('throughput: Kafka');
-      const k = await kafkaThroughput();
-      result.kafka = { ...k, ...summarize(k) };
+      if (BROKERS.has('rabbitmq')) {
+        step('throughput: RabbitMQ');
+        const r = await rabbitThroughput();
+        result.rabbitmq = { ...r, ...summarize(r) };
+      }
+      if (BROKERS.has('kafka')) {
+        step('throughput: Kafka');
+        const k = await kafkaThroughput();
+        result.kafka = { ...k, ...summarize(k) };
+      }
     }
     if (PARTS.has('staging')) {
       step('staging cost');
