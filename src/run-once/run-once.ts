@@ -153,6 +153,8 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
     retryIf: () => false,
     pending: (result) => result.state === 'busy',
     onRetry: () => void (paused = true),
+    // The caller awaits this answer and may have nothing else running (a script's one call).
+    keepProcessAlive: true,
   });
   if (claim.state === 'done') return { status: 'replayed', result: claim.result as T, key };
   if (claim.state === 'acquired') return acquired(o, key, claim, fn);
@@ -200,7 +202,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
   await stopKeeping(kept, keeper);
   let commitError: unknown;
   try {
-    await retryWithin(() => receipt.commit(result), { deadlineMs: o.commitDeadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
+    await retryWithin(() => receipt.commit(result), { deadlineMs: o.commitDeadlineMs, backoff: RECEIPT_RETRY_BACKOFF, keepProcessAlive: true });
   } catch (error) {
     commitError = error;
   }
