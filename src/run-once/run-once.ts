@@ -120,7 +120,8 @@ function readyOnce(claimer: Claimer): Promise<void> | undefined {
  * @throws ClaimerUnavailableError when the store fails (retriable; `fn` did not run), also from the
  *   claimer's `ready()` (for example Redis not reachable within its `readyTimeoutMs`)
  * @throws ResultTooLargeError when the result is too large to store, UnstorableResultError when
- *   JSON cannot hold it as it is (a BigInt, a cycle, a function, a Map; the error names the path).
+ *   JSON cannot hold it as it is (a BigInt, a cycle, a function, a Map, NaN or ±Infinity; the
+ *   error names the path).
  *   The result is known only once `fn` returned, so both are failures of a run that happened:
  *   released per `onFailure` (with a transaction, `fn`'s writes roll back with the claim)
  * @throws whatever `fn` threw, after the release
