@@ -66,6 +66,16 @@ export function describeRunOnceConformance(name: string, factory: ClaimerFactory
       expect(runs).toBe(1);
     });
 
+    test('a replay returns the same JSON as the first call: object keys keep the order fn wrote them in', async () => {
+      const o = options('key-order');
+      const fn = () => ({ zeta: 1, a: 2, mm: { y: 1, b: 2 }, list: [{ long_name: 1, s: 2 }] });
+      const first = await runOnce(o, fn);
+      const replay = await runOnce(o, fn);
+      expect(replay.status).toBe('replayed');
+      expect(JSON.stringify(replay.result)).toBe(JSON.stringify(first.result));
+      expect(JSON.stringify(replay.result)).toBe('{"zeta":1,"a":2,"mm":{"y":1,"b":2},"list":[{"long_name":1,"s":2}]}');
+    });
+
     test('NaN, Infinity and -Infinity in a result fail with UnstorableResultError naming the path; nothing is stored as null', async () => {
       const cases: [unknown, RegExp][] = [
         [{ total: NaN }, /result\.total is NaN, which JSON cannot hold/],
