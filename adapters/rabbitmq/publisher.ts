@@ -8,6 +8,7 @@ import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
 import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
 import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
+import { redact } from './connections';
 import { BrokerUnavailableError, MessageTooLargeError } from './errors';
 import { defaultMaxMessageBytes } from './wire-limits';
 import { checkPeerVersion, validatePublishedKey } from '../../src/adapter-kit';
@@ -199,7 +200,11 @@ export class RabbitMqPublisher {
       reconnectTimeInSeconds: this.reconnectDelayMs / 1000,
       connectionOptions: { clientProperties: { connection_name: this.connectionName } },
     });
-    manager.on('connectFailed', ({ err }: { err: Error }) => this.logger.warn({ err }, 'RabbitMQ connect failed; retrying'));
+    let lastFailure: Error | undefined;
+    manager.on('connectFailed', ({ err, url }: { err: Error; url?: unknown }) => {
+      lastFailure = err;
+      this.logger.warn({ err, url: redact(url ?? this.urls[0]) }, `RabbitMQ connect to ${redact(url ?? this.urls[0])} failed; retrying`);
+    });
     try {
       await manager.connect({ timeout: this.connectTimeoutMs });
       const publisher = new ConfirmPublisher(manager, { name: `${this.connectionName}:publish`, timeoutMs: this.publishTimeoutMs, recoveryDelayMs: this.reconnectDelayMs, logger: this.logger });
@@ -208,7 +213,9 @@ export class RabbitMqPublisher {
       this.publisher = publisher;
     } catch (error) {
       await manager.close().catch(() => undefined);
-      throw new BrokerUnavailableError(`could not connect to RabbitMQ within ${this.connectTimeoutMs} ms`, { cause: error });
+      // Names where it tried (the password hidden) and the last refusal: the timeout alone says neither.
+      const last = lastFailure ? ` (last failure: ${lastFailure.message})` : '';
+      throw new BrokerUnavailableError(`could not connect to RabbitMQ at ${this.urls.map(redact).join(', ')} within ${this.connectTimeoutMs} ms${last}`, { cause: error });
     }
   }
 
