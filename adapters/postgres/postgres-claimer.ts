@@ -95,6 +95,11 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     return this.options.mode;
   }
 
+  /** For the consumer's start line: `{ store: 'postgresql', mode, schema }` (see {@link Claimer.describe}). */
+  describe(): Readonly<Record<string, string>> {
+    return { store: 'postgresql', mode: this.options.mode, schema: this.options.schemaName };
+  }
+
   /** The options in force, defaults applied (the name every adapter uses; see `AdapterSurface`). */
   get settings(): ResolvedPostgresClaimerOptions {
     return this.options;

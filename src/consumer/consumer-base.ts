@@ -197,7 +197,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       if (!this.stopRequested) this.state = 'running';
       const source = this.options.source;
       this.logger.info(
-        { consumer: this.name, source: source.system, destination: source.destinationName, claimer: this.options.claimer.kind, concurrency: this.options.concurrency, ttls: this.options.ttls.describe() },
+        { consumer: this.name, source: source.system, destination: source.destinationName, claimer: this.options.claimer.kind, ...(this.options.claimer.describe ? { claimerDetails: this.options.claimer.describe() } : {}), concurrency: this.options.concurrency, ttls: this.options.ttls.describe() },
         'twophase: consumer started',
       );
     } catch (error) {
