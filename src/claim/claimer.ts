@@ -221,6 +221,12 @@ export interface Claimer {
    */
   describe?(): Readonly<Record<string, string | number | boolean>>;
   /**
+   * Optional: a warning about running a consumer with `concurrency` deliveries in flight on this
+   * claimer, or undefined (the PostgreSQL claimer in transactional mode: a pool smaller than the
+   * concurrency). The consumer logs it once at start, after `ready()`. Must not throw.
+   */
+  startWarning?(options: { readonly concurrency: number }): string | undefined;
+  /**
    * Optional: true when every acquired receipt carries a transaction the handler's effect must go
    * through ({@link Receipt.transaction}; the PostgreSQL claimer in `transactional` mode). The
    * consumer then refuses `failOpen: true` at construction with a `ConfigurationError`: an
