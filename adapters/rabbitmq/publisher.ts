@@ -61,8 +61,12 @@ const PUBLISHER_OPTION_NAMES = optionNames<RabbitMqPublisherOptions>()([
 /** Options of one publish. */
 export interface PublishMessageOptions {
   /**
-   * The message's idempotency key, sent as the `idempotency-key` header. Default: the message id.
-   * Publishing twice with the same key is how a producer retries safely.
+   * The message's idempotency key, sent as the `idempotency-key` header. Default: the message id,
+   * which without `messageId` is a fresh random UUID per call: a publish retried after a timeout
+   * then carries a second key, so the consumer applies its effect twice. Give a key from your own
+   * data (an order id, a request id) whenever a publish may be retried; publishing twice with the
+   * same key is how a producer retries safely. The publisher logs one warning, at its first
+   * publish with neither `idempotencyKey` nor `messageId`.
    */
   readonly idempotencyKey?: string;
   /**
@@ -142,6 +146,8 @@ export class RabbitMqPublisher {
   private readonly heartbeatSeconds: number;
   private readonly connectionName: string;
   private readonly logger: Logger;
+  /** The warning about a publish without a key was logged (once per publisher). */
+  private warnedRandomKey = false;
   private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
   private readonly maxMessageBytesOption: number | undefined;
   private manager: AmqpConnectionManager | undefined;
@@ -242,6 +248,13 @@ export class RabbitMqPublisher {
     if (!this.publisher) throw new ConfigurationError(`RabbitMqPublisher.publish() called ${this.closed ? 'after close()' : 'before connect()'}`);
     const built = buildPublish(body, options);
     const { content, receipt } = built;
+    if (options.idempotencyKey === undefined && options.messageId === undefined && !this.warnedRandomKey) {
+      this.warnedRandomKey = true;
+      this.logger.warn(
+        { exchange, routingKey },
+        'RabbitMqPublisher: a publish without idempotencyKey gets a random key per call, so a retry of such a publish is not deduplicated (the consumer applies it twice); pass idempotencyKey (said once per publisher)',
+      );
+    }
     const limit = this.maxMessageBytes;
     if (limit !== undefined && content.length > limit) {
       throw new MessageTooLargeError(
