@@ -15,7 +15,7 @@ export { validateClaimOptions, checkTtl } from './claim/keys';
 export { encodeResult, decodeResult } from './claim/result-codec';
 export { commitEach } from './claim/commit-many';
 export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdentity, type LeaseOutcome } from './claim/receipt';
-export { backoffDelay, sleep, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './util/retry';
+export { backoffDelay, sleep, type SleepOptions, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './util/retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './claim/keep-alive';
 export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './ports/source';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './config/consumer-options';

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * Entry point of the `twophase` command (package.json `bin`). SIGINT and SIGTERM stop a replay
- * after the messages in progress; messages not yet replayed stay in the dead-letter queue.
+ * after the messages in progress (messages not yet replayed stay in the dead-letter queue) and a
+ * relay after its publishes in flight; the line written says which (stop-notice.ts).
  *
  * A closed stdout or stderr (EPIPE: `twophase dlq replay --json | head -2`) is a stop request
  * too: the messages in progress finish (republish confirmed, then removed from the DLQ), no new
@@ -10,6 +11,9 @@
  */
 import { EXIT, runCli } from './program';
 import { processOutput } from './process-output';
+import { stopNotice } from './stop-notice';
+
+const args = process.argv.slice(2);
 
 const controller = new AbortController();
 const output = processOutput(process, ({ stream, error }) => {
@@ -21,12 +25,12 @@ const output = processOutput(process, ({ stream, error }) => {
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
-    output.io.stderr(`${signal}: stopping after the messages in progress (republishes already sent wait for their confirms)\n`);
+    output.io.stderr(stopNotice(args, signal));
     controller.abort();
   });
 }
 
-runCli(process.argv.slice(2), { io: output.io, signal: controller.signal }).then(
+runCli(args, { io: output.io, signal: controller.signal }).then(
   (code) => {
     process.exitCode = output.closed && code === EXIT.ok ? EXIT.failed : code;
   },

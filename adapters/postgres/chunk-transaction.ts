@@ -25,7 +25,7 @@ import { sqlState, TransactionAbortedError, type TransactionMisuseError } from '
 import type { KeyDigests } from './key-digest';
 import type { BorrowedClient } from './pool-client';
 import type { ClaimSession } from './claim-session';
-import { outcomeJson } from './standalone-lease';
+import { outcomeJson } from './stored-outcome';
 import { type ChunkCompletion, commitChunk, rollbackChunk } from './statements/chunk';
 import * as settle from './statements/settle';
 import { guardClient } from './transaction-lease';

@@ -7,7 +7,7 @@ import { ConfigurationError, type JsonValue } from '../../src';
 import { toClaimerError } from './errors';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 import { keyDigests, sha256 } from './key-digest';
-import { storedResult } from './statement-runner';
+import { storedResult } from './stored-outcome';
 
 /** What `diagnoseKey` found. Stable JSON: new fields may be added, none renamed. */
 export type KeyDiagnosis =

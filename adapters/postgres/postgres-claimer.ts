@@ -95,6 +95,24 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     return this.options.mode;
   }
 
+  /** For the consumer's start line: `{ store: 'postgresql', mode, schema }` (see {@link Claimer.describe}). */
+  describe(): Readonly<Record<string, string>> {
+    return { store: 'postgresql', mode: this.options.mode, schema: this.options.schemaName };
+  }
+
+  /**
+   * In transactional mode on the pool's own clients, each delivery in flight holds a pool client
+   * for its whole transaction: a pool whose `max` (pg's `options.max`, default 10) is below the
+   * consumer's `concurrency` makes the others wait for a client. Says so, naming both numbers and
+   * the fix; undefined otherwise (see {@link Claimer.startWarning}).
+   */
+  startWarning(options: { readonly concurrency: number }): string | undefined {
+    if (this.options.mode !== 'transactional' || this.transactions !== undefined || this.options.transactionBatch === 'per-chunk') return undefined;
+    const max = (this.session.pool as { options?: { max?: unknown } }).options?.max ?? 10;
+    if (typeof max !== 'number' || max >= options.concurrency) return undefined;
+    return `PostgresClaimer (transactional): the pg Pool's max is ${max} but the consumer's concurrency is ${options.concurrency}; each delivery in flight holds a pool client for its whole transaction, so ${options.concurrency - max} of them wait for a client (and other users of the pool wait too). Raise the pool's max to at least ${options.concurrency} or lower concurrency to ${max}`;
+  }
+
   /** The options in force, defaults applied (the name every adapter uses; see `AdapterSurface`). */
   get settings(): ResolvedPostgresClaimerOptions {
     return this.options;

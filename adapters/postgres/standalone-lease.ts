@@ -7,7 +7,8 @@ import type { ClaimOptions, ClaimResult, JsonValue } from '../../src';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt } from '../../src/adapter-kit';
 import type { ClaimSession } from './claim-session';
 import type { KeyDigests } from './key-digest';
-import { conflictError, storedResult } from './statement-runner';
+import { conflictError } from './statement-runner';
+import { outcomeJson, storedResult } from './stored-outcome';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
 
@@ -54,11 +55,6 @@ export class StandaloneLease implements LeaseOperations {
     const match = [this.digests.key, lease.ownerToken, String(lease.fencingToken)];
     return this.session.query<R & Record<string, unknown>>(what, text, this.tenant === undefined ? [...match, ...extra] : [this.tenant, ...match, ...extra]);
   }
-}
-
-/** The stored outcome of a commit: `{"result": …}`, or `{}` without a result. */
-export function outcomeJson(resultJson: string | undefined): string {
-  return resultJson === undefined ? '{}' : `{"result":${resultJson}}`;
 }
 
 /**

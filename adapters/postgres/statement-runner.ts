@@ -1,9 +1,9 @@
 /**
  * Helpers shared by both modes: one statement under a deadline on a borrowed client, and the
- * decoding of claim answers (stored results, fingerprint conflicts).
+ * decoding of fingerprint conflicts.
  */
 import type { QueryResultRow } from 'pg';
-import { type ClaimOptions, ClaimerUnavailableError, type JsonValue, KeyConflictError } from '../../src';
+import { type ClaimOptions, ClaimerUnavailableError, KeyConflictError } from '../../src';
 import { toClaimerError } from './errors';
 import type { BorrowedClient } from './pool-client';
 
@@ -21,11 +21,6 @@ export async function runWithin<R extends QueryResultRow>(borrowed: BorrowedClie
     borrowed.noteError(error);
     throw toClaimerError(error, what);
   }
-}
-
-/** The result inside a stored outcome (`{"result": …}`), or undefined. */
-export function storedResult(outcome: { result?: unknown } | null): JsonValue | undefined {
-  return outcome && Object.prototype.hasOwnProperty.call(outcome, 'result') ? (outcome.result as JsonValue) : undefined;
 }
 
 export function conflictError(key: string, stored: Buffer | null, options: ClaimOptions): KeyConflictError {

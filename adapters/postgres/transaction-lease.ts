@@ -31,11 +31,13 @@ import { transactionControl } from './transaction-control';
 import { type KeyDigests, sha256 } from './key-digest';
 import type { ClaimSession } from './claim-session';
 import { borrow, type BorrowedClient } from './pool-client';
-import { conflictError, runWithin, storedResult } from './statement-runner';
+import { conflictError, runWithin } from './statement-runner';
+import { storedResult } from './stored-outcome';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
 import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
-import { outcomeJson, standaloneClaimResult } from './standalone-lease';
+import { standaloneClaimResult } from './standalone-lease';
+import { outcomeJson } from './stored-outcome';
 import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
 
 /**

@@ -8,6 +8,7 @@ import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
 import { ConfigurationError, consoleWarnLogger, IDEMPOTENCY_KEY_HEADER, type Logger } from '../../src';
 import { checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
 import { ConfirmPublisher } from './confirm-publisher';
+import { redact } from './connections';
 import { BrokerUnavailableError, MessageTooLargeError } from './errors';
 import { defaultMaxMessageBytes } from './wire-limits';
 import { checkPeerVersion, validatePublishedKey } from '../../src/adapter-kit';
@@ -60,8 +61,12 @@ const PUBLISHER_OPTION_NAMES = optionNames<RabbitMqPublisherOptions>()([
 /** Options of one publish. */
 export interface PublishMessageOptions {
   /**
-   * The message's idempotency key, sent as the `idempotency-key` header. Default: the message id.
-   * Publishing twice with the same key is how a producer retries safely.
+   * The message's idempotency key, sent as the `idempotency-key` header. Default: the message id,
+   * which without `messageId` is a fresh random UUID per call: a publish retried after a timeout
+   * then carries a second key, so the consumer applies its effect twice. Give a key from your own
+   * data (an order id, a request id) whenever a publish may be retried; publishing twice with the
+   * same key is how a producer retries safely. The publisher logs one warning, at its first
+   * publish with neither `idempotencyKey` nor `messageId`.
    */
   readonly idempotencyKey?: string;
   /**
@@ -141,6 +146,8 @@ export class RabbitMqPublisher {
   private readonly heartbeatSeconds: number;
   private readonly connectionName: string;
   private readonly logger: Logger;
+  /** The warning about a publish without a key was logged (once per publisher). */
+  private warnedRandomKey = false;
   private readonly injectContext: ((headers: Record<string, unknown>) => Record<string, unknown>) | undefined;
   private readonly maxMessageBytesOption: number | undefined;
   private manager: AmqpConnectionManager | undefined;
@@ -199,7 +206,11 @@ export class RabbitMqPublisher {
       reconnectTimeInSeconds: this.reconnectDelayMs / 1000,
       connectionOptions: { clientProperties: { connection_name: this.connectionName } },
     });
-    manager.on('connectFailed', ({ err }: { err: Error }) => this.logger.warn({ err }, 'RabbitMQ connect failed; retrying'));
+    let lastFailure: Error | undefined;
+    manager.on('connectFailed', ({ err, url }: { err: Error; url?: unknown }) => {
+      lastFailure = err;
+      this.logger.warn({ err, url: redact(url ?? this.urls[0]) }, `RabbitMQ connect to ${redact(url ?? this.urls[0])} failed; retrying`);
+    });
     try {
       await manager.connect({ timeout: this.connectTimeoutMs });
       const publisher = new ConfirmPublisher(manager, { name: `${this.connectionName}:publish`, timeoutMs: this.publishTimeoutMs, recoveryDelayMs: this.reconnectDelayMs, logger: this.logger });
@@ -208,7 +219,9 @@ export class RabbitMqPublisher {
       this.publisher = publisher;
     } catch (error) {
       await manager.close().catch(() => undefined);
-      throw new BrokerUnavailableError(`could not connect to RabbitMQ within ${this.connectTimeoutMs} ms`, { cause: error });
+      // Names where it tried (the password hidden) and the last refusal: the timeout alone says neither.
+      const last = lastFailure ? ` (last failure: ${lastFailure.message})` : '';
+      throw new BrokerUnavailableError(`could not connect to RabbitMQ at ${this.urls.map(redact).join(', ')} within ${this.connectTimeoutMs} ms${last}`, { cause: error });
     }
   }
 
@@ -235,6 +248,13 @@ export class RabbitMqPublisher {
     if (!this.publisher) throw new ConfigurationError(`RabbitMqPublisher.publish() called ${this.closed ? 'after close()' : 'before connect()'}`);
     const built = buildPublish(body, options);
     const { content, receipt } = built;
+    if (options.idempotencyKey === undefined && options.messageId === undefined && !this.warnedRandomKey) {
+      this.warnedRandomKey = true;
+      this.logger.warn(
+        { exchange, routingKey },
+        'RabbitMqPublisher: a publish without idempotencyKey gets a random key per call, so a retry of such a publish is not deduplicated (the consumer applies it twice); pass idempotencyKey (said once per publisher)',
+      );
+    }
     const limit = this.maxMessageBytes;
     if (limit !== undefined && content.length > limit) {
       throw new MessageTooLargeError(

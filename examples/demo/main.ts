@@ -21,7 +21,7 @@ import {
   type MessageSource,
   silentLogger,
 } from '../../src';
-import { type DeliverySink, sleep } from '../../src/adapter-kit';
+import { type DeliverySink, sleep as pause } from '../../src/adapter-kit';
 import { CrashableClaimer } from '../../adapters/memory';
 import { type CrashPoint, type Payment, PaymentConsumer } from './demo-consumer';
 import { EffectLedger } from './ledger';
@@ -31,6 +31,9 @@ import { Rng } from './rng';
 import type { CrashableSource, DemoMessage, DemoStack } from './stack';
 import { memoryStack } from './stacks/memory';
 import { type ClaimerKind, realStack } from './stacks/real';
+
+/** This loop is the process's main work: its pauses keep the process alive (twophase's own are unref'd). */
+const sleep = (ms: number): Promise<void> => pause(ms, undefined, { keepProcessAlive: true });
 
 /** Short, so a crashed worker's leases end soon and the run stays short. */
 const LEASE_TTL_MS = 1_000;

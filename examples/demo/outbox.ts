@@ -18,11 +18,14 @@
 import { randomBytes } from 'node:crypto';
 import { Pool } from 'pg';
 import { ack, ConsumerBase, type Disposition, type HandlerContext, type Message, OutboxRelay, silentLogger } from '../../src';
-import { sleep, type OutboxPublisher, type OutboxStore } from '../../src/adapter-kit';
+import { sleep as pause, type OutboxPublisher, type OutboxStore } from '../../src/adapter-kit';
 import { migrate, PostgresClaimer, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox } from '../../adapters/postgres';
 import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
 import { serviceSettings } from '../shared/env';
 import { Rng } from './rng';
+
+/** This loop is the process's main work: its pauses keep the process alive (twophase's own are unref'd). */
+const sleep = (ms: number): Promise<void> => pause(ms, undefined, { keepProcessAlive: true });
 
 export interface OutboxDemoOptions {
   readonly messages: number;

@@ -215,6 +215,18 @@ export interface Claimer {
   /** Reported by the implementation itself; startup validation relies on it. */
   readonly kind: ClaimerKind;
   /**
+   * Optional: what the claimer says about itself on the consumer's start line, as flat fields
+   * (the PostgreSQL claimer: `{ mode: 'transactional', schema: 'twophase' }`). Called once per
+   * consumer start; must not throw or touch the store.
+   */
+  describe?(): Readonly<Record<string, string | number | boolean>>;
+  /**
+   * Optional: a warning about running a consumer with `concurrency` deliveries in flight on this
+   * claimer, or undefined (the PostgreSQL claimer in transactional mode: a pool smaller than the
+   * concurrency). The consumer logs it once at start, after `ready()`. Must not throw.
+   */
+  startWarning?(options: { readonly concurrency: number }): string | undefined;
+  /**
    * Optional: true when every acquired receipt carries a transaction the handler's effect must go
    * through ({@link Receipt.transaction}; the PostgreSQL claimer in `transactional` mode). The
    * consumer then refuses `failOpen: true` at construction with a `ConfigurationError`: an

@@ -189,6 +189,8 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       validateDeployment(this.options.claimer.kind, this.options.deployment);
       await this.options.claimer.ready?.();
       if (this.stopRequested) throw new ShutdownError('stop() was called before start() finished; the source was not started');
+      const warning = this.options.claimer.startWarning?.({ concurrency: this.options.concurrency });
+      if (warning !== undefined) this.logger.warn({ consumer: this.name, claimer: this.options.claimer.kind, concurrency: this.options.concurrency }, warning);
       await this.options.source.start(this, {
         concurrency: this.options.concurrency,
         leaseTtlMs: this.options.ttls.shortestLeaseTtlMs,
@@ -197,7 +199,7 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
       if (!this.stopRequested) this.state = 'running';
       const source = this.options.source;
       this.logger.info(
-        { consumer: this.name, source: source.system, destination: source.destinationName, claimer: this.options.claimer.kind, concurrency: this.options.concurrency, ttls: this.options.ttls.describe() },
+        { consumer: this.name, source: source.system, destination: source.destinationName, claimer: this.options.claimer.kind, ...(this.options.claimer.describe ? { claimerDetails: this.options.claimer.describe() } : {}), concurrency: this.options.concurrency, ttls: this.options.ttls.describe() },
         'twophase: consumer started',
       );
     } catch (error) {

@@ -120,7 +120,8 @@ function readyOnce(claimer: Claimer): Promise<void> | undefined {
  * @throws ClaimerUnavailableError when the store fails (retriable; `fn` did not run), also from the
  *   claimer's `ready()` (for example Redis not reachable within its `readyTimeoutMs`)
  * @throws ResultTooLargeError when the result is too large to store, UnstorableResultError when
- *   JSON cannot hold it as it is (a BigInt, a cycle, a function, a Map; the error names the path).
+ *   JSON cannot hold it as it is (a BigInt, a cycle, a function, a Map, NaN or ±Infinity; the
+ *   error names the path).
  *   The result is known only once `fn` returned, so both are failures of a run that happened:
  *   released per `onFailure` (with a transaction, `fn`'s writes roll back with the claim)
  * @throws whatever `fn` threw, after the release
@@ -153,6 +154,8 @@ export async function runOnce<T extends JsonValue | undefined, TTransaction = un
     retryIf: () => false,
     pending: (result) => result.state === 'busy',
     onRetry: () => void (paused = true),
+    // The caller awaits this answer and may have nothing else running (a script's one call).
+    keepProcessAlive: true,
   });
   if (claim.state === 'done') return { status: 'replayed', result: claim.result as T, key };
   if (claim.state === 'acquired') return acquired(o, key, claim, fn);
@@ -200,7 +203,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
   await stopKeeping(kept, keeper);
   let commitError: unknown;
   try {
-    await retryWithin(() => receipt.commit(result), { deadlineMs: o.commitDeadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
+    await retryWithin(() => receipt.commit(result), { deadlineMs: o.commitDeadlineMs, backoff: RECEIPT_RETRY_BACKOFF, keepProcessAlive: true });
   } catch (error) {
     commitError = error;
   }

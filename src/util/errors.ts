@@ -107,7 +107,8 @@ export class ResultTooLargeError extends TwophaseError {
 
 /**
  * A result JSON cannot store as it is: a BigInt, a cycle, a function, symbol, Map or Set (which
- * JSON would drop or empty, so a replay would return something else). Names where and what.
+ * JSON would drop or empty), or NaN, Infinity or -Infinity (which JSON writes as null), so a
+ * replay would return something else. Names where and what.
  * Nothing was written; not retriable (the same function returns the same kind of value).
  */
 export class UnstorableResultError extends TwophaseError {

@@ -23,11 +23,24 @@ export function backoffDelay(policy: BackoffPolicy, retry: number, random: () =>
   return Math.max(0, Math.round(base - spread + random() * 2 * spread));
 }
 
+/** How {@link sleep} holds the process. */
+export interface SleepOptions {
+  /**
+   * True: the timer keeps the process alive until it fires (Node's `timer.ref()`), for a caller
+   * whose own caller awaits the answer and may have nothing else running (`runOnce` polling a busy
+   * key, a script's main loop). Default false: the timer is unref'd, so a pause alone never keeps
+   * a process alive after everything else (connections, servers) has closed.
+   */
+  readonly keepProcessAlive?: boolean;
+}
+
 /**
  * Resolves after `ms` milliseconds; rejects with the signal's reason (or a ShutdownError) as soon
- * as `signal` aborts. The timer never keeps the process alive on its own.
+ * as `signal` aborts. The timer is unref'd unless `options.keepProcessAlive` is true: a pending
+ * pause never keeps the process alive on its own (the promise then simply never settles when the
+ * process exits first).
  */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: AbortSignal, options?: SleepOptions): Promise<void> {
   if (signal?.aborted) return Promise.reject(abortReason(signal));
   return new Promise((resolve, reject) => {
     const onAbort = () => {
@@ -38,6 +51,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       signal?.removeEventListener('abort', onAbort);
       resolve();
     }, ms);
+    if (options?.keepProcessAlive !== true) timer.unref();
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
@@ -73,6 +87,11 @@ export interface RetryOptions<T> {
   readonly now?: () => number;
   /** Aborts a pause: the retry then rejects with the signal's reason (or a ShutdownError). */
   readonly signal?: AbortSignal;
+  /**
+   * True: the pauses keep the process alive (see {@link SleepOptions.keepProcessAlive}). Default
+   * false: a pending pause alone never keeps a process alive after shutdown.
+   */
+  readonly keepProcessAlive?: boolean;
   /** Which errors are retried. Default {@link isRetriable}: programmer errors never are. */
   readonly retryIf?: (error: unknown) => boolean;
   /**
@@ -124,7 +143,7 @@ async function retryFrom<T>(outcome: Outcome<T>, fn: (attempt: number) => Promis
     const delayMs = typeof options.backoff === 'function' ? options.backoff(n) : backoffDelay(options.backoff, n);
     if (options.deadlineMs !== undefined && now() - startedAt + delayMs > options.deadlineMs) return settle(outcome);
     options.onRetry?.(n, delayMs, outcome.ok ? { value: outcome.value } : { error: outcome.error });
-    await sleep(delayMs, options.signal);
+    await sleep(delayMs, options.signal, { keepProcessAlive: options.keepProcessAlive });
     outcome = await attempt(fn, n + 1);
   }
 }
@@ -141,7 +160,7 @@ function settle<T>(outcome: Outcome<T>): T {
  */
 export function retryWithin<T>(
   fn: () => Promise<T>,
-  options: { deadlineMs: number; backoff: BackoffPolicy; signal?: AbortSignal; now?: () => number },
+  options: { deadlineMs: number; backoff: BackoffPolicy; signal?: AbortSignal; now?: () => number; keepProcessAlive?: boolean },
 ): Promise<T> {
   return retry(fn, options);
 }

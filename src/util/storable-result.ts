@@ -1,7 +1,8 @@
 /**
  * Whether a value survives being stored as JSON and read back as the same value, checked before
  * it is encoded: `JSON.stringify` throws on a BigInt or a cycle with a message that names neither
- * the place nor the fix, and silently drops a function or symbol and empties a Map or Set.
+ * the place nor the fix, silently drops a function or symbol, empties a Map or Set, and writes
+ * NaN, Infinity and -Infinity as null.
  */
 import { UnstorableResultError } from './errors';
 
@@ -21,12 +22,16 @@ function visit(value: unknown, path: string, ancestors: object[]): void {
     case 'function':
     case 'symbol':
       throw new UnstorableResultError(path, `is a ${typeof value}, which JSON drops`);
+    case 'number':
+      assertFinite(value, path);
+      return;
     case 'object':
       break;
     default:
       return;
   }
   if (value === null) return;
+  if (value instanceof Number) return assertFinite(value.valueOf(), path); // JSON writes a Number object as its number
   if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return; // Date and the like: JSON asks the value itself
   const at = ancestors.indexOf(value);
   if (at >= 0) throw new UnstorableResultError(path, `refers back to ${pathOf(at, path)} (a cycle), which JSON cannot hold`);
@@ -41,4 +46,11 @@ function visit(value: unknown, path: string, ancestors: object[]): void {
 function pathOf(index: number, path: string): string {
   const steps = path.match(/^[^.[]+|\.[^.[]+|\[\d+\]/g) ?? [path];
   return steps.slice(0, index + 1).join('');
+}
+
+/** NaN, Infinity and -Infinity: `JSON.stringify` writes each as null, so a replay would differ. */
+function assertFinite(value: number, path: string): void {
+  if (!Number.isFinite(value)) {
+    throw new UnstorableResultError(path, `is ${String(value)}, which JSON cannot hold (it would be stored as null); return a finite number, null, or the value as a string`);
+  }
 }

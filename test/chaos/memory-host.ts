@@ -11,13 +11,16 @@
  */
 import { CrashableClaimer, MemoryBroker, MemorySource } from '../../adapters/memory';
 import { InMemoryClaimer, type Logger } from '../../src';
-import { sleep } from '../../src/adapter-kit';
+import { sleep as pause } from '../../src/adapter-kit';
 import { type ArmedFault, ChaosConsumer, chaosConsumerOptions, type WorkerControl } from './chaos-consumer';
 import { LedgerWriter } from './ledger';
 import type { ScenarioProfile } from './profiles';
 import { Rng } from './rng';
 import { buildPlan, buildSchedule, type FaultKind, type ScheduledFault } from './schedule';
 import { logFaultLine } from './stacks/stack';
+
+/** This loop is the process's main work: its pauses keep the process alive (twophase's own are unref'd). */
+const sleep = (ms: number): Promise<void> => pause(ms, undefined, { keepProcessAlive: true });
 
 export interface MemoryHostConfig {
   readonly runId: string;

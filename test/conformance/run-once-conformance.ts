@@ -4,7 +4,7 @@
  * the in-memory, Redis and PostgreSQL claimers alike. Receipts a case leaves open (the abandoned
  * run) are released after it, before the harness's cleanup.
  */
-import { ack, InProgressError, KeyConflictError, PreviousAttemptFailedError, runOnce, runOnceKey, type RunOnceOptions } from '../../src';
+import { ack, InProgressError, KeyConflictError, PreviousAttemptFailedError, runOnce, runOnceKey, type RunOnceOptions, UnstorableResultError } from '../../src';
 import { fastOptions, FnConsumer, recordingDelivery } from '../unit/helpers';
 import { type ClaimerFactory, type ClaimerHarness, trackingReceipts } from './claimer-conformance';
 
@@ -64,6 +64,34 @@ export function describeRunOnceConformance(name: string, factory: ClaimerFactory
       expect(await runOnce(o, fn)).toMatchObject({ status: 'ran', result: { n: 1 }, committed: true });
       expect(await runOnce(o, fn)).toMatchObject({ status: 'replayed', result: { n: 1 } });
       expect(runs).toBe(1);
+    });
+
+    test('a replay returns the same JSON as the first call: object keys keep the order fn wrote them in', async () => {
+      const o = options('key-order');
+      const fn = () => ({ zeta: 1, a: 2, mm: { y: 1, b: 2 }, list: [{ long_name: 1, s: 2 }] });
+      const first = await runOnce(o, fn);
+      const replay = await runOnce(o, fn);
+      expect(replay.status).toBe('replayed');
+      expect(JSON.stringify(replay.result)).toBe(JSON.stringify(first.result));
+      expect(JSON.stringify(replay.result)).toBe('{"zeta":1,"a":2,"mm":{"y":1,"b":2},"list":[{"long_name":1,"s":2}]}');
+    });
+
+    test('NaN, Infinity and -Infinity in a result fail with UnstorableResultError naming the path; nothing is stored as null', async () => {
+      const cases: [unknown, RegExp][] = [
+        [{ total: NaN }, /result\.total is NaN, which JSON cannot hold/],
+        [{ items: [1, { price: Infinity }] }, /result\.items\[1\]\.price is Infinity/],
+        [-Infinity, /result is -Infinity/],
+        [{ boxed: new Number(NaN) }, /result\.boxed is NaN/],
+      ];
+      for (const [value, message] of cases) {
+        const o = options('non-finite', { onFailure: 'release' });
+        const run = runOnce(o, () => value as never);
+        await expect(run).rejects.toBeInstanceOf(UnstorableResultError);
+        await expect(run).rejects.toThrow(message);
+        // Released, not stored: the next call runs and its result is what a replay returns.
+        expect(await runOnce(o, () => ({ total: 0 }))).toMatchObject({ status: 'ran', result: { total: 0 } });
+        expect(await runOnce(o, () => ({ total: 1 }))).toMatchObject({ status: 'replayed', result: { total: 0 } });
+      }
     });
 
     test('a concurrent call is turned away with InProgressError while the first runs', async () => {

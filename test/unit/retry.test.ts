@@ -3,7 +3,7 @@
  * polls on a pending value, the abort of a pause, and retryAfter's first failure.
  */
 import { ClaimerUnavailableError, ConfigurationError, ShutdownError } from '../../src';
-import { retry, retryAfter, retryWithin } from '../../src/adapter-kit';
+import { retry, retryAfter, retryWithin, sleep } from '../../src/adapter-kit';
 
 const noPause = () => 0;
 
@@ -93,5 +93,33 @@ describe('retry', () => {
     const { fn, calls } = failing(1);
     await expect(retryWithin(() => fn(0), { deadlineMs: 1000, backoff: { initialDelayMs: 1, maxDelayMs: 1, multiplier: 1, jitter: 0 } })).resolves.toBe('ok after 2');
     expect(calls).toHaveLength(2);
+  });
+});
+
+/** The timers that keep this process alive (Node lists only ref'd timers as 'Timeout'). */
+const liveTimers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+
+describe('pauses and the process lifetime', () => {
+  test('a pending sleep does not keep the process alive; keepProcessAlive does', async () => {
+    const controller = new AbortController();
+    const before = liveTimers();
+    const quiet = sleep(60_000, controller.signal).catch(() => undefined);
+    expect(liveTimers()).toBe(before);
+    const held = sleep(60_000, controller.signal, { keepProcessAlive: true }).catch(() => undefined);
+    expect(liveTimers()).toBe(before + 1);
+    controller.abort();
+    await Promise.all([quiet, held]);
+    expect(liveTimers()).toBe(before);
+  });
+
+  test("a retry's pending pause does not keep the process alive (a store still down after shutdown)", async () => {
+    const controller = new AbortController();
+    const before = liveTimers();
+    const { fn } = failing(10);
+    const pending = retry(fn, { backoff: () => 60_000, signal: controller.signal });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(liveTimers()).toBe(before);
+    controller.abort();
+    await expect(pending).rejects.toBeInstanceOf(ShutdownError);
   });
 });

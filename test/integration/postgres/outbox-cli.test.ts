@@ -2,8 +2,10 @@
  * `twophase outbox status | list | show | requeue | purge | relay` against real PostgreSQL and
  * RabbitMQ, in process (runCli), each with `--json`: stable JSON for scripts, exit codes.
  */
+import { spawn } from 'node:child_process';
 import { runCli } from '../../../adapters/cli';
 import { transactionOutbox } from '../../../adapters/postgres';
+import { cliNodeArgs } from '../../support/cli-process';
 import { describeWithServices } from '../../support/services';
 import { waitFor } from '../../support/wait';
 import { AMQP_URL } from '../rabbitmq/support/amqp';
@@ -117,6 +119,26 @@ describeWithServices(['rabbitmq', 'postgres'], 'twophase outbox CLI', () => {
       { type: 'stats', pending: expect.any(Number), oldestPendingAgeMs: expect.any(Number), leased: expect.any(Number), dead: {}, published: expect.any(Number), publishFailures: 0, listening: true, time, relay: 'outbox-relay' },
       { type: 'stopped', published: 1, publishFailures: 0, time, relay: 'outbox-relay' },
     ]);
+  });
+
+  test('relay as a process: SIGTERM writes a line about stopping the relay (not the DLQ replay), then it stops with its counts and exit code 0', async () => {
+    const { argv, env } = cliNodeArgs(['outbox', 'relay', '--url', pgUrl(), '--schema', f.schema, '--rabbitmq-url', AMQP_URL, '--poll-interval', '50', '--name', 'sig-relay']);
+    const child = spawn(process.execPath, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+    try {
+      await waitFor(() => / sig-relay: relay sig-relay started/.test(stdout), { what: 'the relay start line', timeoutMs: 30_000 });
+      child.kill('SIGTERM');
+      expect(await closed).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    expect(stderr).toMatch(/^SIGTERM: stopping the relay: no new claims; publishes in flight finish \(up to --shutdown-timeout\), then the leases of messages not published are given back/m);
+    expect(stderr).not.toMatch(/replay|republish/);
+    expect(stdout).toMatch(/ sig-relay: relay stopped: 0 published, 0 failed publishes/);
   });
 
   test('relay log lines carry the time and the relay name; a stats line follows the start and repeats every --stats-interval', async () => {

@@ -47,6 +47,23 @@ describeWithServices(['postgres'], 'runOnce on PostgreSQL', () => {
     expect(await effects('2026-12-01')).toBe(1);
   });
 
+  test.each(['transactional', 'standalone'] as const)('%s: the result keeps its key order through the jsonb column; a row written before (result only) still reads back; a result too large to carry its text keeps its values', async (mode) => {
+    const first = await runOnce(options(mode, 'order-1'), () => ({ zeta: 1, a: 2, mm: { y: 1, b: 2 } }));
+    const replay = await runOnce(options(mode, 'order-1'), () => ({ other: true }));
+    expect(JSON.stringify(replay.result)).toBe(JSON.stringify(first.result));
+    // SQL over the column still sees the value under "result".
+    const stored = await f.pool.query<{ outcome: { result: unknown; result_text?: string } }>(`SELECT outcome FROM ${f.schema}.twophase_inbox WHERE status = 'completed'`);
+    expect(stored.rows).toEqual([{ outcome: { result: { a: 2, mm: { b: 2, y: 1 }, zeta: 1 }, result_text: '{"zeta":1,"a":2,"mm":{"y":1,"b":2}}' } }]);
+    // A row as an older version wrote it: the value under "result", in jsonb's order.
+    await f.pool.query(`UPDATE ${f.schema}.twophase_inbox SET outcome = '{"result": {"zeta": 1, "a": 2}}'::jsonb WHERE status = 'completed'`);
+    expect(await runOnce(options(mode, 'order-1'), () => null)).toMatchObject({ status: 'replayed', result: { a: 2, zeta: 1 } });
+    // Near the 4096-byte bound the text does not fit beside the value: the row is written as before.
+    const big = { zz: 'x'.repeat(3000), a: 1 };
+    await runOnce(options(mode, 'order-2'), () => big);
+    const bigReplay = await runOnce(options(mode, 'order-2'), () => null);
+    expect(bigReplay).toMatchObject({ status: 'replayed', result: big });
+  });
+
   test('transactional: a statement that fails (NOT NULL) rolls the write back with the claim; by default the key is not blocked and the next call runs as attempt 1', async () => {
     await expect(
       runOnce<null, PoolClient>(options('transactional', 'd2'), async ({ transaction }) => {

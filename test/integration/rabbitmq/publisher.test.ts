@@ -22,6 +22,27 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await h.cleanup();
   });
 
+  test('a publish without idempotencyKey (nor messageId) logs one warning per publisher: its retries are not deduplicated', async () => {
+    const queue = h.queue('pub-nokey');
+    await (await h.admin.ch()).assertQueue(queue);
+    const warnings: { obj: object; msg?: string }[] = [];
+    const logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (obj: object, msg?: string) => void warnings.push({ obj, msg }) };
+    const keyed = new RabbitMqPublisher({ url: AMQP_URL, logger });
+    await keyed.connect();
+    try {
+      await keyed.sendToQueue(queue, { n: 0 }, { idempotencyKey: 'k-0' });
+      await keyed.sendToQueue(queue, { n: 0 }, { messageId: 'm-0' });
+      expect(warnings).toEqual([]);
+      const first = await keyed.sendToQueue(queue, { n: 1 });
+      const second = await keyed.sendToQueue(queue, { n: 1 });
+      expect(first.idempotencyKey).not.toBe(second.idempotencyKey);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.msg).toMatch(/a publish without idempotencyKey gets a random key per call, so a retry of such a publish is not deduplicated.*pass idempotencyKey/);
+    } finally {
+      await keyed.close();
+    }
+  });
+
   test('a publish after close() says so (not "before connect()"); connect() again makes the publisher usable', async () => {
     const queue = h.queue('pub-closed');
     await (await h.admin.ch()).assertQueue(queue);

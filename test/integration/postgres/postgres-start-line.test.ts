@@ -1,0 +1,60 @@
+/**
+ * The consumer's start line with a PostgresClaimer names the claimer's mode and schema (through
+ * the claimer's own `describe()`: the core knows no PostgreSQL).
+ */
+import { ack } from '../../../src';
+import { MemoryBroker, MemorySource } from '../../../adapters/memory';
+import { PostgresClaimer } from '../../../adapters/postgres';
+import { describeWithServices } from '../../support/services';
+import { InboxConsumer } from './support/inbox-fixture';
+import { freshSchema, pgUrl, type SchemaFixture } from './support/pg-helpers';
+
+describeWithServices(['postgres'], 'consumer start line with a PostgresClaimer', () => {
+  let f: SchemaFixture;
+  beforeEach(async () => {
+    f = await freshSchema('startline');
+  });
+  afterEach(async () => {
+    await f.cleanup();
+  });
+
+  test.each(['standalone', 'transactional'] as const)('%s: one info line naming the mode and the schema', async (mode) => {
+    const infos: { obj: Record<string, unknown>; msg?: string }[] = [];
+    const logger = { debug: () => undefined, warn: () => undefined, error: () => undefined, info: (obj: object, msg?: string) => void infos.push({ obj: obj as Record<string, unknown>, msg }) };
+    const claimer = new PostgresClaimer({ pool: f.pool, logger }, { schema: f.schema, mode });
+    const consumer = new InboxConsumer(
+      { name: 'orders', claimer, source: new MemorySource({ broker: new MemoryBroker(), queue: 'orders' }), leaseTtlMs: 5000, doneTtlMs: 60_000, concurrency: 2, logger },
+      async () => ack(),
+    );
+    await consumer.start();
+    await consumer.stop();
+    const started = infos.filter((l) => l.msg === 'twophase: consumer started');
+    expect(started).toHaveLength(1);
+    expect(started[0]!.obj).toMatchObject({ consumer: 'orders', claimer: 'distributed', claimerDetails: { store: 'postgresql', mode, schema: f.schema } });
+  });
+
+  test('transactional with a pool max below concurrency: one warning at start naming both numbers and the fix; none when the pool is large enough or in standalone mode', async () => {
+    const { Pool } = await import('pg');
+    const small = new Pool({ connectionString: pgUrl(), max: 2 });
+    try {
+      const run = async (pool: InstanceType<typeof Pool>, mode: 'standalone' | 'transactional', concurrency: number) => {
+        const warnings: { obj: object; msg?: string }[] = [];
+        const logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (obj: object, msg?: string) => void warnings.push({ obj, msg }) };
+        const consumer = new InboxConsumer(
+          { name: 'orders', claimer: new PostgresClaimer({ pool, logger }, { schema: f.schema, mode }), source: new MemorySource({ broker: new MemoryBroker(), queue: 'orders' }), leaseTtlMs: 5000, doneTtlMs: 60_000, concurrency, logger },
+          async () => ack(),
+        );
+        await consumer.start();
+        await consumer.stop();
+        return warnings.filter((w) => /pg Pool/.test(w.msg ?? ''));
+      };
+      const warned = await run(small, 'transactional', 8);
+      expect(warned).toHaveLength(1);
+      expect(warned[0]!.msg).toMatch(/pg Pool's max is 2 but the consumer's concurrency is 8; each delivery in flight holds a pool client for its whole transaction.*Raise the pool's max to at least 8 or lower concurrency to 2/);
+      expect(await run(small, 'transactional', 2)).toEqual([]);
+      expect(await run(small, 'standalone', 8)).toEqual([]);
+    } finally {
+      await small.end();
+    }
+  });
+});
