@@ -129,6 +129,27 @@ describeWithServices(['postgres'], 'PostgresClaimer per-chunk transactions (clai
     expect(Number((await f.pool.query(`SELECT count(*) AS n FROM ${f.schema}.twophase_attempts`)).rows[0].n)).toBe(0);
   });
 
+  test('the tenant inbox: the chunk still writes its claim rows at the claim (two round trips), completes them at the commit; each key done with its result', async () => {
+    const tenantClaimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional', transactionBatch: 'per-chunk', tenantOf: () => 't1' });
+    await tenantClaimer.ready();
+    const keys = ['ta', 'tb', 'tc'];
+    const sent = jest.spyOn(Client.prototype, 'query');
+    let members: Extract<ClaimResult, { state: 'acquired' }>[];
+    try {
+      members = (await tenantClaimer.claimMany!(keys.map((key) => ({ key, options: OPTIONS })))).map(acquired);
+      expect(sent).toHaveBeenCalledTimes(2);
+    } finally {
+      sent.mockRestore();
+    }
+    for (const [i, m] of members.entries()) await writeLedger(m.receipt.transaction as PoolClient, f.ledger, keys[i]!);
+    await Promise.all(members.map((m, i) => m.receipt.commit({ i })));
+    expect([...(await f.counts()).values()]).toEqual([1, 1, 1]);
+    const rows = await f.pool.query<{ status: string }>(`SELECT status FROM ${f.schema}.twophase_tenant_inbox WHERE tenant_id = 't1'`);
+    expect(rows.rows.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    const again = await tenantClaimer.claimMany!(keys.map((key) => ({ key, options: OPTIONS })));
+    expect(again.map((e) => (e.ok ? [e.result.state, (e.result as { result?: unknown }).result] : e.error.name))).toEqual(keys.map((_, i) => ['done', { i }]));
+  });
+
   test('a key a standalone claimer of the same table holds live: the chunk cannot write its row, so its COMMIT rolls every member back', async () => {
     const standalone = new PostgresClaimer({ pool: f.pool }, { schema: f.schema });
     const held = await standalone.claim('held', OPTIONS);
