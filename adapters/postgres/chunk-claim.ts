@@ -1,7 +1,10 @@
 /**
  * `claimMany` of the transactional mode with `transactionBatch: 'per-chunk'`: claims a chunk of
- * keys into ONE transaction on one pool client, in two round trips (statements/chunk.ts), and
- * answers one entry per request, in order. See chunk-transaction.ts for how the chunk ends.
+ * keys into ONE transaction on one pool client, and answers one entry per request, in order. The
+ * platform inbox claims in one round trip (the advisory locks are the claims; the rows are written
+ * completed at the commit), the tenant inbox in two (its claim rows are inserted in the
+ * transaction, so a tenant its table does not hold is refused before a handler runs):
+ * statements/chunk.ts. See chunk-transaction.ts for how the chunk ends.
  */
 import { randomUUID } from 'node:crypto';
 import type { QueryResult } from 'pg';
@@ -10,13 +13,13 @@ import { NonAcquiredReceipt, validateClaimOptions, type ClaimManyEntry, type Cla
 import { ChunkMemberLease, ChunkTransaction } from './chunk-transaction';
 import { SQLSTATE, sqlState, toClaimerError } from './errors';
 import { type KeyDigests, keyDigests, sha256 } from './key-digest';
-import { borrow } from './pool-client';
+import { borrow, type BorrowedClient } from './pool-client';
 import type { ClaimSession } from './claim-session';
 import { standaloneClaimResult } from './standalone-lease';
 import { conflictError, runWithin } from './statement-runner';
 import { storedResult } from './stored-outcome';
 import { type BeginAttemptRow } from './statements/transaction';
-import { beginAttempts, beginChunk } from './statements/chunk';
+import { attemptsAndBegin, beginAttempts, beginChunk } from './statements/chunk';
 import type { ClaimRow } from './statements/claim';
 import { TransactionReceipt } from './transaction-lease';
 
@@ -72,6 +75,7 @@ export async function claimChunk(session: ClaimSession, requests: readonly Claim
   const leaseMs = Math.min(...candidates.map((c) => c.request.options.leaseTtlMs));
   const retainMs = Math.max(...candidates.map((c) => c.request.options.doneTtlMs));
   const borrowed = await borrow(session.pool, what, opts.operationTimeoutMs);
+  if (candidates.every((c) => c.tenant === undefined)) return claimPlatformChunk(session, borrowed, candidates, entries, { what, deadlineAt, leaseMs, retainMs });
   // From the first send on, the session may hold advisory locks and an open transaction.
   let sent = false;
   try {
@@ -152,6 +156,70 @@ export async function claimChunk(session: ClaimSession, requests: readonly Claim
       }
     });
     if (others.length === counted.length) await chunk.abandon(what);
+    return entries as ClaimManyEntry[];
+  } catch (error) {
+    borrowed.noteError(error);
+    // Possibly holding advisory locks or a transaction: close the session so the server drops both.
+    borrowed.giveBack(sent);
+    throw toClaimerError(error, what);
+  }
+}
+
+/**
+ * The platform inbox's chunk claim, one round trip (statements/chunk.ts `attemptsAndBegin`): every
+ * key's advisory lock, done check and attempt count auto-committed, then BEGIN with the chunk's
+ * limits and a fencing token per key. A counted key is acquired: its lock is its claim until the
+ * chunk ends, and its row is written completed by the chunk's commit. When no key was counted the
+ * empty transaction is rolled back (one more round trip).
+ */
+async function claimPlatformChunk(
+  session: ClaimSession,
+  borrowed: BorrowedClient,
+  candidates: readonly Candidate[],
+  entries: (ClaimManyEntry | undefined)[],
+  limits: { readonly what: string; readonly deadlineAt: number; readonly leaseMs: number; readonly retainMs: number },
+): Promise<ClaimManyEntry[]> {
+  const opts = session.options;
+  const { what, leaseMs } = limits;
+  let sent = false;
+  try {
+    const text = attemptsAndBegin(
+      opts.schema,
+      candidates.map((c) => ({ lockId: c.digests.lockId, scope: c.digests.scope, key: c.digests.key, fingerprint: c.fingerprint })),
+      limits.retainMs,
+      leaseMs,
+      Math.min(opts.operationTimeoutMs, leaseMs),
+    );
+    const remainingMs = session.remaining(limits.deadlineAt);
+    if (remainingMs <= 0) throw new Error('deadline passed before sending');
+    sent = true;
+    const replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult[];
+    const begun = replies[0]!.rows as BeginAttemptRow[];
+    const fences = replies[replies.length - 1]!.rows as { fencing_token: string }[];
+    const chunk = new ChunkTransaction(session, borrowed, []);
+    let members = 0;
+    candidates.forEach((c, i) => {
+      const row = begun[i]!;
+      const key = c.request.key;
+      switch (row.state) {
+        case 'counted': {
+          members++;
+          const member = new ChunkMemberLease(chunk, session, undefined, c.digests, key, { attempt: row.attempts, fingerprint: c.fingerprint });
+          const lease = { key, ownerToken: randomUUID(), fencingToken: Number(fences[i]!.fencing_token) };
+          entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempts, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, opts.schema, chunk) } };
+          break;
+        }
+        case 'done':
+          entries[c.index] = { ok: true, result: { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue } };
+          break;
+        case 'conflict':
+          entries[c.index] = { ok: false, error: conflictError(key, row.stored_fingerprint, c.request.options) };
+          break;
+        default:
+          entries[c.index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') } };
+      }
+    });
+    if (members === 0) await chunk.abandon(what);
     return entries as ClaimManyEntry[];
   } catch (error) {
     borrowed.noteError(error);

@@ -3,11 +3,13 @@
  * `claimMany` (a chunk of one Kafka partition's records) share ONE transaction on one pool
  * client, so the chunk costs one COMMIT instead of one per record.
  *
- * - `claimMany` opens the transaction and inserts every key's claim row in it (statements/chunk.ts);
- *   each acquired key gets a {@link TransactionReceipt} whose `transaction` is that client and
- *   whose `sharedTransaction` is the {@link ChunkTransaction}.
+ * - `claimMany` opens the transaction (statements/chunk.ts): on the platform inbox each acquired
+ *   key's advisory lock is its claim and no row is written yet; on the tenant inbox every key's
+ *   claim row is inserted in it. Each acquired key gets a {@link TransactionReceipt} whose
+ *   `transaction` is that client and whose `sharedTransaction` is the {@link ChunkTransaction}.
  * - A member's `commit(result)` records its completion; when it is the last member to settle,
- *   every row is completed and the transaction COMMITs (one round trip). Before that, the commit
+ *   every row is written completed (the platform inbox: one INSERT for all) and the transaction
+ *   COMMITs (one round trip). Before that, the commit
  *   waits for the COMMIT — unless a source {@link ChunkTransaction.adopt | adopted} the chunk (the
  *   Kafka source does: it runs the members one after the other and acknowledges none before
  *   `outcome` resolved true), in which case it resolves at once.
@@ -26,12 +28,19 @@ import type { KeyDigests } from './key-digest';
 import type { BorrowedClient } from './pool-client';
 import type { ClaimSession } from './claim-session';
 import { outcomeJson } from './stored-outcome';
-import { type ChunkCompletion, commitChunk, rollbackChunk } from './statements/chunk';
+import { type ChunkCompletion, commitChunk, commitChunkRows, rollbackChunk } from './statements/chunk';
+import type { CompletedRow } from './statements/transaction';
 import * as settle from './statements/settle';
 import { guardClient } from './transaction-lease';
 import { type SharedTransaction } from '../../src/adapter-kit';
 
 type ChunkState = 'open' | 'committing' | 'committed' | 'rolled_back';
+
+/**
+ * A member's completion: its claim row, written `completed` by the chunk's commit (the platform
+ * inbox: no row was written at the claim), or the UPDATE of the row its claim inserted (the tenant inbox).
+ */
+export type MemberCompletion = { readonly row: CompletedRow } | { readonly update: ChunkCompletion };
 
 /** The shared transaction of one chunk. */
 export class ChunkTransaction implements SharedTransaction {
@@ -40,7 +49,7 @@ export class ChunkTransaction implements SharedTransaction {
   private state: ChunkState = 'open';
   private adopted = false;
   private readonly members: ChunkMemberLease[] = [];
-  private readonly completions = new Map<ChunkMemberLease, ChunkCompletion>();
+  private readonly completions = new Map<ChunkMemberLease, MemberCompletion>();
   private ending: Promise<boolean> | undefined;
 
   constructor(
@@ -89,7 +98,7 @@ export class ChunkTransaction implements SharedTransaction {
    * Resolves true when the member may report its commit done (committed, or adopted and still
    * open), false when the chunk rolled back.
    */
-  async committed(member: ChunkMemberLease, completion: ChunkCompletion): Promise<boolean> {
+  async committed(member: ChunkMemberLease, completion: MemberCompletion): Promise<boolean> {
     if (this.state !== 'open') return this.outcome;
     this.completions.set(member, completion);
     if (this.completions.size === this.members.length) return this.commit();
@@ -110,14 +119,22 @@ export class ChunkTransaction implements SharedTransaction {
     this.ending = (async () => {
       const what = `commit of a chunk of ${this.members.length} keys`;
       try {
-        const text = commitChunk(this.session.options.schema, [...this.completions.values()], this.lockIds());
+        const schema = this.session.options.schema;
+        const members = [...this.completions.keys()];
+        const completions = [...this.completions.values()];
+        const rows = completions.flatMap((c) => ('row' in c ? [c.row] : []));
+        // The platform inbox: one statement for every member; the tenant inbox: one per member.
+        const oneStatement = rows.length === completions.length;
+        const text = oneStatement
+          ? commitChunkRows(schema, rows, this.lockIds())
+          : commitChunk(schema, completions.map((c) => (c as { update: ChunkCompletion }).update), this.lockIds());
         const replies = (await this.borrowed.client.query({ text, query_timeout: this.session.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
-        const commitReply = replies[this.members.length];
-        if (commitReply?.command !== 'COMMIT') throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of a handler failed)`);
-        replies.slice(0, this.members.length).forEach((reply, i) => {
-          if (reply.rows[0]?.kept === false) {
-            this.session.logger.warn({ key: this.members[i]!.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
-          }
+        const completionReplies = oneStatement ? 1 : members.length;
+        if (replies[completionReplies]?.command !== 'COMMIT') throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of a handler failed)`);
+        const dropped = oneStatement ? new Set<string>((replies[0]?.rows[0]?.dropped as string[] | null) ?? []) : undefined;
+        members.forEach((member, i) => {
+          const kept = dropped ? !dropped.has(member.digests.key.toString('hex')) : replies[i]?.rows[0]?.kept !== false;
+          if (!kept) this.session.logger.warn({ key: member.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
         });
       } catch (error) {
         this.borrowed.noteError(error);
@@ -189,12 +206,17 @@ export class ChunkMemberLease implements LeaseOperations {
   misuse: TransactionMisuseError | undefined;
   readonly handle: PoolClient;
 
+  /**
+   * @param claimed the platform inbox: what the claim counted (no row was written; the commit
+   *   inserts it completed). Undefined for the tenant inbox, whose claim inserted the row.
+   */
   constructor(
     private readonly chunk: ChunkTransaction,
     private readonly session: ClaimSession,
     private readonly tenant: string | undefined,
     readonly digests: KeyDigests,
     readonly key: string,
+    private readonly claimed?: { readonly attempt: number; readonly fingerprint: Buffer | null },
   ) {
     this.handle = guardClient(chunk.client, this);
     chunk.add(this);
@@ -207,9 +229,27 @@ export class ChunkMemberLease implements LeaseOperations {
       await this.chunk.released(this, false);
       throw new TransactionAbortedError(`commit of "${this.key}": refused, the handler sent ${this.misuse.statement} through ctx.transaction (${this.misuse.message}); the chunk rolled back`, { cause: this.misuse });
     }
-    const hasTenant = this.tenant !== undefined;
-    const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
-    const ok = await this.chunk.committed(this, { commitSql: settle.commitUpdate(this.session.options.schema, hasTenant), values, scope: this.digests.scope });
+    let completion: MemberCompletion;
+    if (this.claimed) {
+      completion = {
+        row: {
+          key: this.digests.key,
+          scope: this.digests.scope,
+          keyText: this.session.options.keepKeyText ? this.key : null,
+          fingerprint: this.claimed.fingerprint,
+          attempt: this.claimed.attempt,
+          owner: lease.ownerToken,
+          fencingToken: lease.fencingToken,
+          outcomeJson: outcomeJson(resultJson),
+          retainMs: doneTtlMs,
+        },
+      };
+    } else {
+      const hasTenant = this.tenant !== undefined;
+      const values = [...(hasTenant ? [this.tenant] : []), this.digests.key, lease.ownerToken, String(lease.fencingToken), outcomeJson(resultJson), doneTtlMs];
+      completion = { update: { commitSql: settle.commitUpdate(this.session.options.schema, hasTenant), values, scope: this.digests.scope } };
+    }
+    const ok = await this.chunk.committed(this, completion);
     if (!ok) throw new TransactionAbortedError(`commit of "${this.key}": the chunk's shared transaction rolled back (another record of the chunk failed, or COMMIT failed); the effect was not applied`);
     return 'ok';
   }

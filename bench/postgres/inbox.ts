@@ -11,6 +11,10 @@
  *                  `batchClaims` (the default claim window, one event-loop turn): one transaction per window; at prefetch 32,
  *                  and at 100 beside a floor at prefetch 100 (per-record transactions are not run
  *                  at 100: each in-flight delivery would hold a pool client)
+ *   floor-batch    raw amqplib + the least a design sharing one transaction per window can do, no SDK
+ *                  (bench/postgres/floor-batch.ts: BEGIN, the effect INSERTs, one multi-row INSERT of
+ *                  the claim records with COMMIT, then the acks), at prefetch 32 and 100: the bound
+ *                  for batch mode (`rabbitBatchVsFloorBatchPrefetch32`/`100`, `floorBatchVsFloor…`)
  * Kafka (one topic of KAFKA_PARTITIONS partitions, a fresh consumer group per run):
  *   floor          raw kafkajs eachMessage (partitions consumed concurrently) + the INSERT in its own transaction
  *   per-record     twophase KafkaSource + PostgresClaimer transactional, one transaction per record (claimBatchSize 1)
@@ -41,7 +45,8 @@
  * high). The variants of a run start at a different one each run (the order rotates by one), so no
  * variant always runs first or after the same neighbour. Ratios are the median over runs of each run's ratio. Writes bench/results/postgres.json (or `--out`). Not a test: nothing fails on a number.
  *
- *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only]
+ *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only | --rabbit-batch-only]
+ * `--rabbit-batch-only` runs only the RabbitMQ floors, batch mode and floor-batch rows at prefetch 32 and 100, interleaved.
  * `--port-only` runs only "twophase transactional", the four port rows and the three alone rows, interleaved (Kafka is still
  * connected to, not used).
  */
@@ -66,6 +71,7 @@ import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
 import { AMQP_URL, BENCH_DELAY_TIERS_MS, declareQueue, deleteTopology, fill } from '../rabbitmq/broker';
+import { runFloorBatch } from './floor-batch';
 
 const PREFETCH = 32;
 
@@ -85,6 +91,7 @@ const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : 3;
 const outArg = process.argv.indexOf('--out');
 const PORT_ONLY = process.argv.includes('--port-only');
+const RABBIT_BATCH_ONLY = process.argv.includes('--rabbit-batch-only');
 const OUT = outArg >= 0 ? process.argv[outArg + 1]! : join(__dirname, '..', 'results', 'postgres.json');
 
 async function commits(pool: Pool): Promise<number> {
@@ -273,6 +280,8 @@ async function main(): Promise<void> {
   try {
     await migrate(pool, { schema });
     await pool.query(`CREATE TABLE ${ledger} (id bigserial PRIMARY KEY, key text NOT NULL)`);
+    // The claim records of the floor-batch rows.
+    await pool.query(`CREATE TABLE ${schema}.claims (key text PRIMARY KEY, status text NOT NULL, created_at timestamptz NOT NULL DEFAULT clock_timestamp())`);
     // The Prisma test client's table (test/support/prisma/schema.prisma).
     await pool.query(`CREATE TABLE ${schema}.effect (id serial PRIMARY KEY, key text NOT NULL, amount integer NOT NULL, created_at timestamp(3) NOT NULL DEFAULT now())`);
     await kafkaAdmin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: KAFKA_PARTITIONS }, { topic: `${topic}.dlq`, numPartitions: 1 }] });
@@ -340,6 +349,8 @@ async function main(): Promise<void> {
       ['rabbitmq', 'Drizzle alone, another pool (raw amqplib + db.transaction, the same insert)', (queue) => runFloor(queue, pool, ledger, PREFETCH, drizzleAlone)],
       ['rabbitmq', 'Prisma alone (raw amqplib + prisma.$transaction, the same tx.effect.create)', (queue) => runFloor(queue, pool, ledger, PREFETCH, prismaAlone)],
       ['rabbitmq', 'twophase transactional through the Kysely port (kyselyTransactions), db on the claimer\'s pool', (queue) => runTwophase(queue, kyselyClaimer as unknown as Claimer, kyselyInsert as never)],
+      ['rabbitmq', 'floor-batch (raw amqplib, one transaction per window: effects, one claim-record INSERT, COMMIT), prefetch 32', (queue) => runFloorBatch(queue, pool, ledger, `${schema}.claims`, 32, COUNT)],
+      ['rabbitmq', 'floor-batch (raw amqplib, one transaction per window: effects, one claim-record INSERT, COMMIT), prefetch 100', (queue) => runFloorBatch(queue, pool, ledger, `${schema}.claims`, 100, COUNT)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
@@ -349,7 +360,13 @@ async function main(): Promise<void> {
     const DRIZZLE_ALONE = 13;
     const PRISMA_ALONE = 14;
     const KYSELY = 15;
-    const selected = PORT_ONLY ? [NATIVE, DRIZZLE, KYSELY, DRIZZLE_CALLBACK, PRISMA, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!) : variants;
+    const FLOOR_BATCH_32 = 16;
+    const FLOOR_BATCH_100 = 17;
+    const selected = PORT_ONLY
+      ? [NATIVE, DRIZZLE, KYSELY, DRIZZLE_CALLBACK, PRISMA, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!)
+      : RABBIT_BATCH_ONLY
+        ? [0, 6, FLOOR_BATCH_32, 7, 8, FLOOR_BATCH_100].map((i) => variants[i]!)
+        : variants;
     for (let run = 0; run < RUNS; run++) {
       // Rotated by one each run: a variant's place in the order (first after the fill, or after a
       // given neighbour) changes from run to run.
@@ -360,7 +377,7 @@ async function main(): Promise<void> {
         // second pools (34 each) beside the claimer's pool (40) stay under a server's 100 connections.
         await new Promise((resolve) => setTimeout(resolve, 1500));
         // Unique keys per run: the inbox and the Redis claimer start empty for each variant.
-        await pool.query(`TRUNCATE ${ledger}, ${schema}.effect; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
+        await pool.query(`TRUNCATE ${ledger}, ${schema}.effect, ${schema}.claims; TRUNCATE ${schema}.twophase_inbox, ${schema}.twophase_attempts`);
         const queue = `twophase-bench-pg-${process.pid}-${run}-${samples.size}`;
         if (broker === 'rabbitmq') {
           await declareQueue(admin, queue);
@@ -429,7 +446,14 @@ async function main(): Promise<void> {
       runs: RUNS,
       rows,
       prismaBusyRequeues: prismaBusy.busyRequeues,
-      ratios: PORT_ONLY ? { drizzlePortVsNative: rate(DRIZZLE, NATIVE), ...portRatios() } : {
+      ratios: PORT_ONLY ? { drizzlePortVsNative: rate(DRIZZLE, NATIVE), ...portRatios() } : RABBIT_BATCH_ONLY ? {
+        rabbitBatchVsFloorPrefetch32: rate(6, 0),
+        rabbitBatchVsFloorPrefetch100: rate(8, 7),
+        floorBatchVsFloorPrefetch32: rate(FLOOR_BATCH_32, 0),
+        floorBatchVsFloorPrefetch100: rate(FLOOR_BATCH_100, 7),
+        rabbitBatchVsFloorBatchPrefetch32: rate(6, FLOOR_BATCH_32),
+        rabbitBatchVsFloorBatchPrefetch100: rate(8, FLOOR_BATCH_100),
+      } : {
         ...portRatios(),
         transactionalVsFloor: rate(1, 0),
         redisVsFloor: rate(2, 0),
@@ -438,6 +462,10 @@ async function main(): Promise<void> {
         kafkaPerChunkVsPerRecord: rate(5, 4),
         rabbitBatchVsFloorPrefetch32: rate(6, 0),
         rabbitBatchVsFloorPrefetch100: rate(8, 7),
+        floorBatchVsFloorPrefetch32: rate(FLOOR_BATCH_32, 0),
+        floorBatchVsFloorPrefetch100: rate(FLOOR_BATCH_100, 7),
+        rabbitBatchVsFloorBatchPrefetch32: rate(6, FLOOR_BATCH_32),
+        rabbitBatchVsFloorBatchPrefetch100: rate(8, FLOOR_BATCH_100),
         drizzlePortVsNative: rate(DRIZZLE, NATIVE),
       },
     };

@@ -12,8 +12,18 @@
  *    or forgotten and its lock released: one round trip).
  * Steps 2 and 4 are simple queries of several statements, so values are written in as literals
  * (see statements/transaction.ts).
+ *
+ * The platform inbox takes a shorter path, as the per-record mode does (statements/transaction.ts):
+ * while a member runs, its advisory lock is its claim, and its row is written once, already
+ * completed, by the commit. So:
+ * 1–2. {@link attemptsAndBegin}: step 1, COMMIT, BEGIN, the limits and a fencing token per key, in
+ *    ONE round trip (no claim row is written);
+ * 3. the handlers' statements;
+ * 4. {@link commitChunk} with {@link CompletedRow}s: ONE statement inserts every member's completed
+ *    row and deletes their counts, then COMMIT and the unlocks (one round trip), or
+ *    {@link rollbackChunk} as above.
  */
-import { completeStatement, literal } from './transaction';
+import { type CompletedRow, completeStatement, literal } from './transaction';
 
 /** One key of step 1. */
 export interface AttemptKey {
@@ -44,6 +54,26 @@ export function beginAttempts(schema: string, keys: readonly AttemptKey[], retai
        CROSS JOIN LATERAL ${schema}.twophase_begin_attempt(r.lock_id, r.scope, r.k, r.fp, $5::bigint) b ORDER BY r.ord`,
     values: [...columns, retainMs],
   };
+}
+
+/**
+ * Steps 1–2 of the platform inbox in one simple query: every key's `twophase_begin_attempt`
+ * (auto-committed: the COMMIT that follows ends its implicit transaction, so the counts and the
+ * locks outlive a rollback of the chunk), then BEGIN, the limits as {@link beginChunk} sets them,
+ * and one fencing token per key from the fence sequence (drawn for every key, used by the counted
+ * ones). Answers: the begin rows (state, attempts, outcome, stored_fingerprint) in key order
+ * first, the `fencing_token` rows last. A caller whose keys were none counted rolls the empty
+ * transaction back.
+ */
+export function attemptsAndBegin(schema: string, keys: readonly AttemptKey[], retainMs: number, leaseMs: number, lockMs: number): string {
+  for (const n of [retainMs, leaseMs, lockMs]) if (!Number.isInteger(n) || n < 0) throw new RangeError('integer milliseconds expected');
+  if (keys.length === 0 || keys.some((k) => k.tenant !== undefined)) throw new RangeError('attemptsAndBegin serves the platform inbox only, with at least one key');
+  const rows = keys.map((k, i) => `(${checkedLockId(k.lockId)}::bigint, ${literal(k.scope)}, ${literal(k.key)}, ${literal(k.fingerprint)}::bytea, ${i + 1})`).join(', ');
+  return (
+    `SELECT b.* FROM (VALUES ${rows}) AS r(lock_id, scope, k, fp, ord) CROSS JOIN LATERAL ${schema}.twophase_begin_attempt(r.lock_id, r.scope, r.k, r.fp, ${retainMs}) b ORDER BY r.ord; COMMIT; ` +
+    `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${leaseMs}; SET LOCAL statement_timeout = ${leaseMs}; SET LOCAL lock_timeout = ${lockMs}; ` +
+    `SELECT nextval('${schema}.twophase_fence_seq') AS fencing_token FROM generate_series(1, ${keys.length})`
+  );
 }
 
 /** One claim of step 2. */
@@ -97,6 +127,45 @@ export interface ChunkCompletion {
 export function commitChunk(schema: string, completions: readonly ChunkCompletion[], lockIds: readonly string[]): string {
   const completes = completions.map((c) => completeStatement(c.commitSql, schema, c.values, c.scope));
   return `${completes.join('; ')}; COMMIT; ${unlockAll(lockIds)}`;
+}
+
+/**
+ * Step 4 of the platform inbox after every member committed, one round trip: ONE statement
+ * inserts every member's claim row `completed` with its outcome (bounded to 4096 bytes, as
+ * statements/transaction.ts's completeInsert) and deletes the members' attempt counts; COMMIT;
+ * every lock released. An existing row is replaced only when past its retention or released (a
+ * row a standalone claimer of the same table holds live is not): when fewer rows were written
+ * than members, a division by zero aborts the transaction, so COMMIT cannot apply the effects
+ * without their claims. Answers: one row (`dropped`: hex key digests whose result did not fit,
+ * or NULL; `one`), COMMIT's command tag, the unlock.
+ */
+export function commitChunkRows(schema: string, rows: readonly CompletedRow[], lockIds: readonly string[]): string {
+  if (rows.length === 0 || rows.some((r) => r.tenant !== undefined)) throw new RangeError('commitChunkRows serves the platform inbox only, with at least one row');
+  const values = rows
+    .map((row) => {
+      if (!Number.isInteger(row.attempt) || row.attempt < 1 || !Number.isInteger(row.fencingToken) || !Number.isInteger(row.retainMs)) throw new RangeError('integers expected');
+      const outcome = `${literal(row.outcomeJson)}::jsonb`;
+      return (
+        `(${literal(row.key)}, ${literal(row.keyText)}::text, ${literal(row.fingerprint)}::bytea, 'completed', ${row.attempt}, ${literal(row.owner)}, ${row.fencingToken}, ` +
+        `CASE WHEN octet_length(${outcome}::text) <= 4096 THEN ${outcome} ELSE '{"result_dropped": "too large"}'::jsonb END, ` +
+        `clock_timestamp() + ${row.retainMs} * interval '1 millisecond', clock_timestamp(), clock_timestamp())`
+      );
+    })
+    .join(', ');
+  const insert =
+    `INSERT INTO ${schema}.twophase_inbox AS t (key_digest, key_text, fingerprint, status, attempt, owner_token, fencing_token, outcome, expires_at, created_at, updated_at) ` +
+    `VALUES ${values} ON CONFLICT (key_digest) DO UPDATE SET ` +
+    'key_text = COALESCE(EXCLUDED.key_text, t.key_text), fingerprint = COALESCE(EXCLUDED.fingerprint, t.fingerprint), status = EXCLUDED.status, ' +
+    'attempt = EXCLUDED.attempt, owner_token = EXCLUDED.owner_token, fencing_token = EXCLUDED.fencing_token, outcome = EXCLUDED.outcome, ' +
+    'expires_at = EXCLUDED.expires_at, updated_at = greatest(clock_timestamp(), t.created_at) ' +
+    "WHERE t.expires_at <= clock_timestamp() OR t.status IN ('failed_retryable', 'failed_permanent') " +
+    "RETURNING t.key_digest, outcome ? 'result' OR outcome = '{}'::jsonb AS kept";
+  const scopes = rows.map((r) => literal(r.scope)).join(', ');
+  return (
+    `WITH forgotten AS (DELETE FROM ${schema}.twophase_attempts WHERE scope_digest IN (${scopes})), done AS (${insert}) ` +
+    `SELECT (SELECT array_agg(encode(key_digest, 'hex')) FROM done WHERE NOT kept) AS dropped, 1 / (SELECT CASE WHEN count(*) = ${rows.length} THEN 1 ELSE 0 END FROM done) AS one; ` +
+    `COMMIT; ${unlockAll(lockIds)}`
+  );
 }
 
 /**

@@ -4,7 +4,7 @@
  * once every member committed and rolls back, for all, when one is released or its session ends;
  * attempt counts survive the rollback.
  */
-import type { PoolClient } from 'pg';
+import { Client, type PoolClient } from 'pg';
 import type { ClaimResult, Receipt } from '../../../src';
 import { type ClaimManyEntry } from '../../../src/adapter-kit';
 import { PostgresClaimer, TransactionAbortedError } from '../../../adapters/postgres';
@@ -103,6 +103,65 @@ describeWithServices(['postgres'], 'PostgresClaimer per-chunk transactions (clai
     expect(again.map((e) => e.ok && e.result.state)).toEqual(['acquired', 'acquired']);
     for (const e of again) await acquired(e).receipt.release();
   }, 30_000);
+
+  test('the platform inbox: a chunk of 8 keys is claimed in ONE round trip and committed in one (one statement completes every row); rows written completed', async () => {
+    const keys = ['r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7', 'r8'];
+    await claimer.ready();
+    const sent = jest.spyOn(Client.prototype, 'query');
+    try {
+      const members = (await claimMany(keys)).map(acquired);
+      expect(sent).toHaveBeenCalledTimes(1);
+      const tx = members[0]!.receipt.transaction as PoolClient;
+      // No claim row is written before the commit: the advisory locks are the claims.
+      expect(Number((await tx.query(`SELECT count(*) AS n FROM ${f.schema}.twophase_inbox`)).rows[0].n)).toBe(0);
+      for (const [i, m] of members.entries()) await writeLedger(m.receipt.transaction as PoolClient, f.ledger, keys[i]!);
+      sent.mockClear();
+      await Promise.all(members.map((m, i) => m.receipt.commit({ i })));
+      expect(sent).toHaveBeenCalledTimes(1);
+      const text = String((sent.mock.calls[0]![0] as unknown as { text: string }).text);
+      expect(text.match(/INSERT INTO/g)).toHaveLength(1);
+    } finally {
+      sent.mockRestore();
+    }
+    expect([...(await f.counts()).values()]).toEqual(keys.map(() => 1));
+    const rows = await f.pool.query<{ status: string; attempt: number; outcome: unknown }>(`SELECT status, attempt, outcome FROM ${f.schema}.twophase_inbox ORDER BY (outcome->'result'->>'i')::int`);
+    expect(rows.rows).toEqual(keys.map((_, i) => ({ status: 'completed', attempt: 1, outcome: { result: { i } } })));
+    expect(Number((await f.pool.query(`SELECT count(*) AS n FROM ${f.schema}.twophase_attempts`)).rows[0].n)).toBe(0);
+  });
+
+  test('the tenant inbox: the chunk still writes its claim rows at the claim (two round trips), completes them at the commit; each key done with its result', async () => {
+    const tenantClaimer = new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional', transactionBatch: 'per-chunk', tenantOf: () => 't1' });
+    await tenantClaimer.ready();
+    const keys = ['ta', 'tb', 'tc'];
+    const sent = jest.spyOn(Client.prototype, 'query');
+    let members: Extract<ClaimResult, { state: 'acquired' }>[];
+    try {
+      members = (await tenantClaimer.claimMany!(keys.map((key) => ({ key, options: OPTIONS })))).map(acquired);
+      expect(sent).toHaveBeenCalledTimes(2);
+    } finally {
+      sent.mockRestore();
+    }
+    for (const [i, m] of members.entries()) await writeLedger(m.receipt.transaction as PoolClient, f.ledger, keys[i]!);
+    await Promise.all(members.map((m, i) => m.receipt.commit({ i })));
+    expect([...(await f.counts()).values()]).toEqual([1, 1, 1]);
+    const rows = await f.pool.query<{ status: string }>(`SELECT status FROM ${f.schema}.twophase_tenant_inbox WHERE tenant_id = 't1'`);
+    expect(rows.rows.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    const again = await tenantClaimer.claimMany!(keys.map((key) => ({ key, options: OPTIONS })));
+    expect(again.map((e) => (e.ok ? [e.result.state, (e.result as { result?: unknown }).result] : e.error.name))).toEqual(keys.map((_, i) => ['done', { i }]));
+  });
+
+  test('a key a standalone claimer of the same table holds live: the chunk cannot write its row, so its COMMIT rolls every member back', async () => {
+    const standalone = new PostgresClaimer({ pool: f.pool }, { schema: f.schema });
+    const held = await standalone.claim('held', OPTIONS);
+    expect(held.state).toBe('acquired');
+    const [free, other] = (await claimMany(['free', 'held'])).map(acquired);
+    await writeLedger(free!.receipt.transaction as PoolClient, f.ledger, 'free');
+    const commits = [free!.receipt.commit(), other!.receipt.commit()];
+    for (const c of commits) await expect(c).rejects.toBeInstanceOf(TransactionAbortedError);
+    expect(await free!.receipt.sharedTransaction!.outcome).toBe(false);
+    expect((await f.counts()).size).toBe(0);
+    await held.receipt.release();
+  });
 
   test('a done key answers done and joins no transaction; the chunk ends before a repeated key: it and every later key answer busy and hold nothing', async () => {
     const [first] = (await claimMany(['d'])).map(acquired);
