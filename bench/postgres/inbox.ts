@@ -32,6 +32,9 @@
  *                  `db.transaction` (the generic port path, as for Prisma, Kysely, TypeORM)
  *   prisma port    `prismaTransactions(prisma)` (the test client of test/support/prisma, with
  *                  `@prisma/adapter-pg`): `tx.effect.create` of one row, the generic port path
+ *   typeorm port   `typeormTransactions(dataSource)` (its own pool): the same INSERT through the
+ *                  transaction's `EntityManager` (a repository's `insert`), the generic port path
+ *                  (`typeormPortVsNative`, `typeormAddedTimePerMessagePercent`)
  *   alone rows     the same handlers in each library's own transaction without twophase, raw
  *                  amqplib at prefetch 32: `pg` (BEGIN, the INSERT on a pool client, COMMIT),
  *                  Drizzle on the second pool (`db.transaction`), Prisma (`prisma.$transaction`);
@@ -47,7 +50,7 @@
  *
  *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only | --rabbit-batch-only]
  * `--rabbit-batch-only` runs only the RabbitMQ floors, batch mode and floor-batch rows at prefetch 32 and 100, interleaved.
- * `--port-only` runs only "twophase transactional", the four port rows and the three alone rows, interleaved (Kafka is still
+ * `--port-only` runs only "twophase transactional", the five port rows and the three alone rows, interleaved (Kafka is still
  * connected to, not used).
  */
 import { writeFileSync } from 'node:fs';
@@ -67,6 +70,8 @@ import { bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { prismaTransactions } from '../../adapters/postgres/orm/prisma';
 import { PrismaClient } from '../../test/support/prisma/generated/client';
+import { DataSource, EntitySchema, type EntityManager } from 'typeorm';
+import { typeormTransactions } from '../../adapters/postgres/orm/typeorm';
 import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
@@ -268,6 +273,7 @@ async function main(): Promise<void> {
   const pool = new Pool({ ...pgConfig, max: PREFETCH + 8 });
   const otherPools: Pool[] = [];
   const prismas: PrismaClient[] = [];
+  const dataSources: DataSource[] = [];
   const schema = `tp_bench_${process.pid}`;
   const ledger = `${schema}.ledger`;
   const redis = new Redis({ host: '127.0.0.1', port: Number(process.env.REDIS_PORT ?? 6379), maxRetriesPerRequest: 1 });
@@ -332,6 +338,15 @@ async function main(): Promise<void> {
     };
     const drizzleAlone = (key: string) => otherDrizzle.transaction(async (tx) => drizzleInsert(key, tx));
     const prismaAlone = (key: string) => prisma.$transaction(async (tx) => prismaInsert(key, tx));
+    const LedgerEntity = new EntitySchema<{ id: number; key: string }>({
+      name: 'Ledger',
+      tableName: 'ledger',
+      columns: { id: { type: 'bigint', primary: true, generated: true }, key: { type: String } },
+    });
+    const dataSource = await new DataSource({ type: 'postgres', host: pgConfig.host, port: pgConfig.port, username: pgConfig.user, database: pgConfig.database, schema, entities: [LedgerEntity], poolSize: PREFETCH + 2, extra: { idleTimeoutMillis: 1000 } }).initialize();
+    dataSources.push(dataSource);
+    const typeormClaimer = new PostgresClaimer({ pool, transactions: typeormTransactions(dataSource) }, { schema, mode: 'transactional' });
+    const typeormInsert = (key: string, tx: unknown) => (tx as EntityManager).getRepository(LedgerEntity).insert({ key });
     const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
       ['rabbitmq', 'floor (raw amqplib + INSERT, own transaction)', (queue) => runFloor(queue, pool, ledger)],
       ['rabbitmq', 'twophase transactional (PostgresClaimer inbox)', (queue) => runTwophase(queue, transactional('per-record'), txInsert)],
@@ -351,6 +366,7 @@ async function main(): Promise<void> {
       ['rabbitmq', 'twophase transactional through the Kysely port (kyselyTransactions), db on the claimer\'s pool', (queue) => runTwophase(queue, kyselyClaimer as unknown as Claimer, kyselyInsert as never)],
       ['rabbitmq', 'floor-batch (raw amqplib, one transaction per window: effects, one claim-record INSERT, COMMIT), prefetch 32', (queue) => runFloorBatch(queue, pool, ledger, `${schema}.claims`, 32, COUNT)],
       ['rabbitmq', 'floor-batch (raw amqplib, one transaction per window: effects, one claim-record INSERT, COMMIT), prefetch 100', (queue) => runFloorBatch(queue, pool, ledger, `${schema}.claims`, 100, COUNT)],
+      ['rabbitmq', 'twophase transactional through the TypeORM port (typeormTransactions), its own pool', (queue) => runTwophase(queue, typeormClaimer as unknown as Claimer, typeormInsert as never)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
@@ -362,8 +378,9 @@ async function main(): Promise<void> {
     const KYSELY = 15;
     const FLOOR_BATCH_32 = 16;
     const FLOOR_BATCH_100 = 17;
+    const TYPEORM = 18;
     const selected = PORT_ONLY
-      ? [NATIVE, DRIZZLE, KYSELY, DRIZZLE_CALLBACK, PRISMA, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!)
+      ? [NATIVE, DRIZZLE, KYSELY, DRIZZLE_CALLBACK, PRISMA, TYPEORM, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE].map((i) => variants[i]!)
       : RABBIT_BATCH_ONLY
         ? [0, 6, FLOOR_BATCH_32, 7, 8, FLOOR_BATCH_100].map((i) => variants[i]!)
         : variants;
@@ -438,6 +455,8 @@ async function main(): Promise<void> {
       prismaAddedTimePerMessagePercent: addedPerMessage(PRISMA),
       kyselyPortVsNative: rate(KYSELY, NATIVE),
       kyselyAddedTimePerMessagePercent: addedPerMessage(KYSELY),
+      typeormPortVsNative: rate(TYPEORM, NATIVE),
+      typeormAddedTimePerMessagePercent: addedPerMessage(TYPEORM),
     });
     const report = {
       at: new Date().toISOString(),
@@ -473,6 +492,7 @@ async function main(): Promise<void> {
     console.log(JSON.stringify({ ...report.ratios, prismaBusyRequeues: prismaBusy.busyRequeues }));
   } finally {
     for (const prisma of prismas) await prisma.$disconnect().catch(() => undefined);
+    for (const dataSource of dataSources) await dataSource.destroy().catch(() => undefined);
     for (const other of otherPools) await other.end().catch(() => undefined);
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
     await kafkaAdmin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);

@@ -28,8 +28,10 @@
 import fc from 'fast-check';
 import type { Pool, PoolClient } from 'pg';
 import { type ClaimOptions, silentLogger } from '../../src';
-import { PostgresClaimer, type TransactionReceipt } from '../../adapters/postgres';
+import { PostgresClaimer, type TransactionPort, type TransactionReceipt } from '../../adapters/postgres';
 import { type PortName, portUnderTest } from '../integration/postgres/support/ports';
+import { type OrmName, ormUnderTest } from '../integration/postgres/support/orm-libraries';
+import { createEffectTable } from '../integration/postgres/support/port-contract';
 import { freshSchema, type SchemaFixture } from '../integration/postgres/support/pg-helpers';
 import { describeWithServices } from '../support/services';
 
@@ -85,7 +87,7 @@ class History {
   constructor(
     readonly f: SchemaFixture,
     readonly claimer: PostgresClaimer<unknown>,
-    readonly flavor: Flavor,
+    readonly flavor: FlavorRun,
     readonly effects: string,
     readonly run: string,
     /** Write the effect on the pool instead of ctx.transaction (a broken handler: the checks must catch it). */
@@ -136,9 +138,8 @@ class History {
   async effect(d: InFlight): Promise<boolean> {
     if (d.effectWritten) return true;
     try {
-      const text = `INSERT INTO ${this.effects} (key, fence) VALUES ($1, $2)`;
-      if (this.bypassTransaction) await this.f.pool.query(text, [d.key, d.fence]);
-      else await this.flavor.write(d.receipt.transaction, text, [d.key, d.fence]);
+      if (this.bypassTransaction) await this.f.pool.query(`INSERT INTO ${this.effects} (key, amount) VALUES ($1, $2)`, [d.key, d.fence]);
+      else await this.flavor.write(d.receipt.transaction, d.key, d.fence);
       d.effectWritten = true;
       return true;
     } catch (error) {
@@ -210,7 +211,7 @@ class History {
 
   /** The invariants, read from the database. */
   async check(): Promise<void> {
-    const effects = await this.f.pool.query<{ key: string; fence: string }>(`SELECT key, fence FROM ${this.effects} WHERE key LIKE $1`, [`${this.run}-%`]);
+    const effects = await this.f.pool.query<{ key: string; fence: string }>(`SELECT key, amount AS fence FROM ${this.effects} WHERE key LIKE $1`, [`${this.run}-%`]);
     const inbox = await this.f.pool.query<{ key_text: string; status: string; fencing_token: string }>(
       `SELECT key_text, status, fencing_token FROM ${this.f.schema}.twophase_inbox WHERE key_text LIKE $1`,
       [`${this.run}-%`],
@@ -250,7 +251,7 @@ class History {
   }
 }
 
-async function runHistory(f: SchemaFixture, claimer: PostgresClaimer<unknown>, flavor: Flavor, effects: string, run: string, steps: readonly Step[], bypassTransaction = false): Promise<History> {
+async function runHistory(f: SchemaFixture, claimer: PostgresClaimer<unknown>, flavor: FlavorRun, effects: string, run: string, steps: readonly Step[], bypassTransaction = false): Promise<History> {
   const h = new History(f, claimer, flavor, effects, run, bypassTransaction);
   try {
     for (const s of steps) {
@@ -306,63 +307,85 @@ const CRASH_AND_LOST_ACK: Step[] = [
 ];
 
 /**
- * How the claim's transaction is opened: by the claimer on a pool client (`native`), or by a
- * database library through its transaction port (`pg`, `drizzle`, `drizzle-callback`: `transactions` in the
- * claimer's dependencies). The history is the same; only the effect's statement and the way to
- * find the transaction's session differ.
+ * How the claim's transaction is opened, one way per flavor: by the claimer on a pool client
+ * (`native`), or by a database library through its transaction port (`transactions` in the
+ * claimer's dependencies):
+ * - `pg`, `drizzle`: over the claimer's own pool, so the claim runs as without a port
+ *   (`overPoolClient`); `drizzle-callback`: Drizzle's port without it, inside `db.transaction`;
+ * - `prisma`, `kysely`, `typeorm`: the library's own object on its own pool (`$transaction`,
+ *   `db.transaction().execute`, `dataSource.transaction`); the port is handed in without
+ *   `overPoolClient`, so every claim runs inside the library's transaction, and the effect is
+ *   written with the library's own API (Prisma's model, Kysely's query builder, TypeORM's
+ *   repository) on `ctx.transaction`.
+ * The history is the same; only the effect's statement and the way to find the transaction's
+ * session differ.
  */
-interface Flavor {
-  readonly name: 'native' | PortName;
-  claimer(f: SchemaFixture): PostgresClaimer<unknown>;
-  write(tx: unknown, text: string, values: unknown[]): Promise<void>;
-  /** The backend pid of the transaction's session. */
+type FlavorName = 'native' | PortName | OrmName;
+
+/** One flavor set up on one schema. */
+interface FlavorRun {
+  readonly claimer: PostgresClaimer<unknown>;
+  /** Inserts the effect row (key, amount = the fence) through `tx`. */
+  write(tx: unknown, key: string, fence: number): Promise<void>;
+  /** The backend pid of the transaction's session (undefined when it is gone). */
   pid(tx: unknown): Promise<number | undefined>;
+  close(): Promise<void>;
 }
 
 const CLAIMER_OPTIONS = { mode: 'transactional', keepKeyText: true, operationTimeoutMs: 2000 } as const;
+/** The ORM flavors' pools: as large as the claimer's (the deliveries in flight and the crashed ones). */
+const ORM_POOL_SIZE = 16;
+const ORM_NAMES: readonly string[] = ['prisma', 'kysely', 'typeorm'];
 
-function flavor(name: Flavor['name']): Flavor {
+async function setUpFlavor(name: FlavorName, f: SchemaFixture, effects: string): Promise<FlavorRun> {
+  const pool = f.pool as Pool;
+  const withPort = (port: TransactionPort<unknown>) => new PostgresClaimer({ pool, logger: silentLogger, transactions: port }, { schema: f.schema, ...CLAIMER_OPTIONS });
+  const pidThrough = (port: TransactionPort<unknown>) => async (tx: unknown) => {
+    const rows = await port.query(tx, 'SELECT pg_backend_pid()::text AS pid', []).catch(() => []);
+    return rows[0] === undefined ? undefined : Number(rows[0].pid);
+  };
+  const insert = `INSERT INTO ${effects} (key, amount) VALUES ($1, $2)`;
   if (name === 'native') {
     return {
-      name,
-      claimer: (f) => new PostgresClaimer({ pool: f.pool as Pool, logger: silentLogger }, { schema: f.schema, ...CLAIMER_OPTIONS }) as PostgresClaimer<unknown>,
-      write: async (tx, text, values) => void (await (tx as PoolClient).query(text, values)),
+      claimer: new PostgresClaimer({ pool, logger: silentLogger }, { schema: f.schema, ...CLAIMER_OPTIONS }) as PostgresClaimer<unknown>,
+      write: async (tx, key, fence) => void (await (tx as PoolClient).query(insert, [key, fence])),
       pid: async (tx) => (tx as PoolClient & { processID?: number }).processID,
+      close: async () => undefined,
     };
   }
-  let port: ReturnType<typeof portUnderTest>['port'] | undefined;
-  return {
-    name,
-    claimer: (f) => {
-      port = portUnderTest(name, f.pool as Pool).port;
-      return new PostgresClaimer({ pool: f.pool as Pool, logger: silentLogger, transactions: port }, { schema: f.schema, ...CLAIMER_OPTIONS });
-    },
-    write: async (tx, text, values) => void (await port!.query(tx, text, values)),
-    pid: async (tx) => {
-      const rows = await port!.query(tx, 'SELECT pg_backend_pid()::text AS pid', []).catch(() => []);
-      return rows[0] === undefined ? undefined : Number(rows[0].pid);
-    },
-  };
+  if (ORM_NAMES.includes(name)) {
+    const lib = await ormUnderTest(name as OrmName, f.schema, ORM_POOL_SIZE);
+    const full = lib.port;
+    // Without overPoolClient (Kysely offers it; its pool is not the claimer's anyway): one path.
+    const port: TransactionPort<unknown> = { name: full.name, transaction: full.transaction.bind(full), query: full.query.bind(full) };
+    return { claimer: withPort(port), write: (tx, key, fence) => lib.writeEffect(tx, key, fence), pid: pidThrough(port), close: () => lib.close() };
+  }
+  const { port } = portUnderTest(name as PortName, pool);
+  return { claimer: withPort(port), write: async (tx, key, fence) => void (await port.query(tx, insert, [key, fence])), pid: pidThrough(port), close: async () => undefined };
 }
 
-/** The flavors this run checks: every one by default; TWOPHASE_MODEL_FLAVORS=native,drizzle to choose. */
-const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS ?? 'native,pg,drizzle,drizzle-callback').split(',') as Flavor['name'][];
+const ALL_FLAVORS: readonly FlavorName[] = ['native', 'pg', 'drizzle', 'drizzle-callback', 'prisma', 'kysely', 'typeorm'];
+/** The flavors this run checks: every one by default; TWOPHASE_MODEL_FLAVORS=native,prisma to choose. */
+const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS?.split(',') ?? ALL_FLAVORS) as FlavorName[];
+for (const name of FLAVORS) if (!ALL_FLAVORS.includes(name)) throw new Error(`TWOPHASE_MODEL_FLAVORS: unknown flavor "${name}" (known: ${ALL_FLAVORS.join(', ')})`);
 
 describeWithServices(['postgres'], 'model: the transactional inbox policy on the real PostgresClaimer (127.0.0.1:5432)', () => {
   describe.each(FLAVORS)('transactions: %s', (flavorName) => {
-    const fl = flavor(flavorName);
+    let fl: FlavorRun;
     let f: SchemaFixture;
     let effects: string;
     let claimer: PostgresClaimer<unknown>;
     beforeAll(async () => {
       f = await freshSchema('txmodel', { pool: { max: 16 } });
-      effects = `${f.schema}.effects`;
-      // No unique constraint: a repeated effect is a second row.
-      await f.pool.query(`CREATE TABLE ${effects} (key text NOT NULL, fence bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
-      claimer = fl.claimer(f);
+      effects = `${f.schema}.effect`;
+      // No unique constraint on key: a repeated effect is a second row (the fence goes in `amount`).
+      await createEffectTable(f.pool, f.schema);
+      fl = await setUpFlavor(flavorName, f, effects);
+      claimer = fl.claimer;
       await claimer.ready();
     });
     afterAll(async () => {
+      await fl?.close();
       await f?.cleanup();
     });
 

@@ -28,12 +28,15 @@ export interface OrmUnderTest<Tx> {
 
 export type PrismaTx = PrismaTransactionClient<PrismaClient>;
 
-export function prismaOn(schema: string): PrismaClient {
-  return new PrismaClient({ adapter: new PrismaPg({ connectionString: pgUrl(), max: 5 }, { schema }) });
+/** Connections each library's pool opens at most, unless a suite asks for more. */
+const POOL_SIZE = 5;
+
+export function prismaOn(schema: string, max = POOL_SIZE): PrismaClient {
+  return new PrismaClient({ adapter: new PrismaPg({ connectionString: pgUrl(), max }, { schema }) });
 }
 
-export async function prismaUnderTest(schema: string): Promise<OrmUnderTest<PrismaTx>> {
-  const prisma = prismaOn(schema);
+export async function prismaUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<PrismaTx>> {
+  const prisma = prismaOn(schema, max);
   return {
     name: 'prisma',
     port: prismaTransactions(prisma),
@@ -48,8 +51,8 @@ export interface KyselyDatabase {
   effect: { id: Generated<number>; key: string; amount: number; created_at: Generated<Date> };
 }
 
-export async function kyselyUnderTest(schema: string): Promise<OrmUnderTest<Transaction<KyselyDatabase>>> {
-  const pool = new Pool(pgConfig({ max: 5, options: `-c search_path=${schema}` }));
+export async function kyselyUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<Transaction<KyselyDatabase>>> {
+  const pool = new Pool(pgConfig({ max, options: `-c search_path=${schema}` }));
   const db = new Kysely<KyselyDatabase>({ dialect: new PostgresDialect({ pool }) });
   return {
     name: 'kysely',
@@ -73,7 +76,7 @@ export const EffectEntity = new EntitySchema<Effect>({
   columns: { id: { type: Number, primary: true, generated: true }, key: { type: String }, amount: { type: Number } },
 });
 
-export async function typeormUnderTest(schema: string): Promise<OrmUnderTest<EntityManager>> {
+export async function typeormUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<EntityManager>> {
   const c = pgConfig();
   const dataSource = await new DataSource({
     type: 'postgres',
@@ -83,7 +86,7 @@ export async function typeormUnderTest(schema: string): Promise<OrmUnderTest<Ent
     database: c.database,
     schema,
     entities: [EffectEntity],
-    poolSize: 5,
+    poolSize: max,
   }).initialize();
   return {
     name: 'typeorm',
@@ -95,8 +98,11 @@ export async function typeormUnderTest(schema: string): Promise<OrmUnderTest<Ent
   };
 }
 
-/** The library `name` on `schema`, its transaction object untyped (for suites that run all three). */
-export async function ormUnderTest(name: OrmName, schema: string): Promise<OrmUnderTest<unknown>> {
-  const made = name === 'prisma' ? await prismaUnderTest(schema) : name === 'kysely' ? await kyselyUnderTest(schema) : await typeormUnderTest(schema);
+/**
+ * The library `name` on `schema`, its transaction object untyped (for suites that run all three).
+ * @param max the most connections its pool opens
+ */
+export async function ormUnderTest(name: OrmName, schema: string, max = POOL_SIZE): Promise<OrmUnderTest<unknown>> {
+  const made = name === 'prisma' ? await prismaUnderTest(schema, max) : name === 'kysely' ? await kyselyUnderTest(schema, max) : await typeormUnderTest(schema, max);
   return made as unknown as OrmUnderTest<unknown>;
 }
