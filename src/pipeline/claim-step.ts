@@ -76,7 +76,9 @@ export class ClaimStep {
         options ??= this.optionsFor(delivery, fingerprint);
         return this.options.claimer.claim(key, options);
       },
-      { backoff: this.options.claimBackoff, retries: this.options.claimRetries, signal: this.shutdown },
+      // A delivery in claim backoff is work in flight that its caller awaits: its pause keeps the
+      // process alive (a source with no socket of its own, as the in-process broker, has nothing else).
+      { backoff: this.options.claimBackoff, retries: this.options.claimRetries, signal: this.shutdown, keepProcessAlive: true },
     );
   }
 
