@@ -467,9 +467,8 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
    * read is logged at debug and changes nothing.
    */
   private async logStartsAtEnd(assignment: Readonly<Record<string, readonly number[]>>): Promise<void> {
-    let admin: ReturnType<KafkaClient['admin']> | undefined;
+    const admin = this.client.admin();
     try {
-      admin = this.client.admin();
       await admin.connect();
       for (const topic of this.options.topics) {
         const assigned = new Set(assignment[topic] ?? []);
@@ -485,7 +484,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     } catch (error) {
       this.logger.debug({ err: error, groupId: this.options.groupId }, 'twophase/kafka: reading the committed offsets after the join failed');
     } finally {
-      await admin?.disconnect().catch(() => undefined);
+      await admin.disconnect().catch(() => undefined);
     }
   }
 
