@@ -456,36 +456,6 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
       `twophase/kafka: joined consumer group ${this.options.groupId}: ${partitions.length} partition${partitions.length === 1 ? '' : 's'} assigned (generation ${epoch} of this source)`,
     );
     this.emit({ type: 'group_join', epoch, memberId: event.memberId, assignment: event.assignment });
-    if (!this.options.fromBeginning && partitions.length > 0) void this.logStartsAtEnd(event.assignment);
-  }
-
-  /**
-   * With `fromBeginning: false`, a partition the group has no committed offset for starts at the
-   * log end (the client's documented behaviour): the records already in it are never read. One
-   * info line per topic of the assignment names those partitions and the option. Read through
-   * the admin (OffsetFetch) right after the join, before this member's first commit; a failed
-   * read is logged at debug and changes nothing.
-   */
-  private async logStartsAtEnd(assignment: Readonly<Record<string, readonly number[]>>): Promise<void> {
-    const admin = this.client.admin();
-    try {
-      await admin.connect();
-      for (const topic of this.options.topics) {
-        const assigned = new Set(assignment[topic] ?? []);
-        if (assigned.size === 0) continue;
-        const committed = await admin.committedOffsets(this.options.groupId, topic);
-        const fresh = committed.filter((c) => assigned.has(c.partition) && BigInt(c.offset) < 0n).map((c) => c.partition);
-        if (fresh.length === 0) continue;
-        this.logger.info(
-          { groupId: this.options.groupId, topic, partitions: fresh, fromBeginning: false },
-          `twophase/kafka: group ${this.options.groupId} has no committed offset for ${topic} partition${fresh.length === 1 ? '' : 's'} ${fresh.join(', ')}: ${fresh.length === 1 ? 'it starts' : 'they start'} at the log end (fromBeginning: false), so records already in ${fresh.length === 1 ? 'it' : 'them'} are skipped; set fromBeginning: true to read them`,
-        );
-      }
-    } catch (error) {
-      this.logger.debug({ err: error, groupId: this.options.groupId }, 'twophase/kafka: reading the committed offsets after the join failed');
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
   }
 
   /**

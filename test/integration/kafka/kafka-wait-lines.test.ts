@@ -38,21 +38,6 @@ describe('Kafka adapter: a start says what it waits for, with the default logger
     await topics.connect();
   });
 
-  test('fromBeginning: false on a group with no committed offset: one info line per topic saying its partitions start at the log end and their records are skipped', async () => {
-    const topic = await topics.create('from-end', 2);
-    const groupId = unique('from-end-group');
-    const infos: { obj: Record<string, unknown>; msg?: string }[] = [];
-    const logger = { debug: () => undefined, warn: () => undefined, error: () => undefined, info: (obj: object, msg?: string) => void infos.push({ obj: obj as Record<string, unknown>, msg }) };
-    const source = fastSource(kafka, { topics: [topic], groupId, fromBeginning: false, logger });
-    const consumer = new TestConsumer({ name: groupId, claimer: await redis.claimer('from-end'), source }, async () => ack());
-    consumers.push(consumer);
-    await consumer.start();
-    const line = await waitFor(() => infos.find((l) => l.msg?.includes('has no committed offset')), { what: 'the start-at-end line' });
-    expect(line.obj).toMatchObject({ groupId, topic, partitions: [0, 1], fromBeginning: false });
-    expect(line.msg).toBe(`twophase/kafka: group ${groupId} has no committed offset for ${topic} partitions 0, 1: they start at the log end (fromBeginning: false), so records already in them are skipped; set fromBeginning: true to read them`);
-    expect(infos.filter((l) => l.msg?.includes('has no committed offset'))).toHaveLength(1);
-  });
-
   test('a start logs the group join it begins and the partitions it was assigned', async () => {
     const topic = await topics.create('join-lines', 2);
     const groupId = unique('join-lines-group');
