@@ -23,6 +23,14 @@ import { attemptsAndBegin, beginAttempts, beginChunk } from './statements/chunk'
 import type { ClaimRow } from './statements/claim';
 import { TransactionReceipt } from './transaction-lease';
 
+/** The entry of a key the chunk did not acquire: done (with its stored result), a fingerprint conflict, or busy. */
+function notAcquired(c: Candidate, row: BeginAttemptRow): ClaimManyEntry {
+  const key = c.request.key;
+  if (row.state === 'done') return { ok: true, result: { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue } };
+  if (row.state === 'conflict') return { ok: false, error: conflictError(key, row.stored_fingerprint, c.request.options) };
+  return { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') } };
+}
+
 interface Candidate {
   readonly index: number;
   readonly request: ClaimRequest;
@@ -89,19 +97,12 @@ export async function claimChunk(session: ClaimSession, requests: readonly Claim
     const counted: { candidate: Candidate; attempt: number; owner: string }[] = [];
     candidates.forEach((c, i) => {
       const row = begun[i]!;
-      const key = c.request.key;
       switch (row.state) {
         case 'counted':
           counted.push({ candidate: c, attempt: row.attempts, owner: randomUUID() });
           break;
-        case 'done':
-          entries[c.index] = { ok: true, result: { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue } };
-          break;
-        case 'conflict':
-          entries[c.index] = { ok: false, error: conflictError(key, row.stored_fingerprint, c.request.options) };
-          break;
         default:
-          entries[c.index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') } };
+          entries[c.index] = notAcquired(c, row);
       }
     });
     if (counted.length === 0) {
@@ -209,14 +210,8 @@ async function claimPlatformChunk(
           entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempts, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, opts.schema, chunk) } };
           break;
         }
-        case 'done':
-          entries[c.index] = { ok: true, result: { state: 'done', receipt: new NonAcquiredReceipt(key, 'done'), result: storedResult(row.outcome) as JsonValue } };
-          break;
-        case 'conflict':
-          entries[c.index] = { ok: false, error: conflictError(key, row.stored_fingerprint, c.request.options) };
-          break;
         default:
-          entries[c.index] = { ok: true, result: { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') } };
+          entries[c.index] = notAcquired(c, row);
       }
     });
     if (members === 0) await chunk.abandon(what);
