@@ -53,7 +53,7 @@ import {
 } from '../../src/adapter-kit';
 import type { Kafka } from 'kafkajs';
 import type { FetchedBatch, GroupAssignment, GroupConsumer, KafkaClient, KafkaRecord, RecordProducer, TopicPartition } from './client';
-import { checkDeadLetterTopics } from './dead-letter-topics';
+import { runStartChecks } from './start-checks';
 import { DeadLetterWriter } from './dead-letter-writer';
 import type { KafkaSourceEvent, KafkaSourceStats } from './events';
 import { kafkajsClient } from './kafkajs-client';
@@ -285,7 +285,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     let producer: RecordProducer | undefined;
     let consumer: GroupConsumer | undefined;
     try {
-      await checkDeadLetterTopics(this.client, this.options, this.logger);
+      await runStartChecks(this.client, this.options, this.logger);
       stillStarting();
       producer = this.client.producer(this.options.producer);
       this.producer = producer;

@@ -2,13 +2,15 @@
  * KafkaSource start() against topics that do not exist (real broker), on every client: a typed
  * error naming the missing source topic, with nothing created. And, on kafkajs (the only client
  * with its own log lines to route), kafkajs's log lines routed through twophase's logger at a
- * level the user chooses (kafkajsLogCreator).
+ * level the user chooses (kafkajsLogCreator). And, on every client, the start-up line of
+ * `fromBeginning: false` naming the partitions whose records the group skips.
  */
 import { Kafka } from 'kafkajs';
 import { ack, ConfigurationError, InMemoryClaimer, type Logger } from '../../../src';
 import { KafkaSource, kafkajsLogCreator } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
 import { clients, describeEachClient } from './support/clients';
+import { waitFor } from '../../support/wait';
 import { BROKERS, FAST_GROUP, makeKafka, TestConsumer, TopicFixture, unique } from './support/kafka-helpers';
 
 function capturingLogger(): Logger & { lines: { level: string; msg: string; obj: object }[] } {
@@ -42,6 +44,43 @@ describeEachClient(['kafka'], 'KafkaSource start(): missing topics (real broker)
       }
     });
   }
+
+  test('fromBeginning: false and a group with no committed offset: one info line names the partitions holding records, their count and the option; none once the group has committed', async () => {
+    const topics = new TopicFixture(kafka);
+    try {
+      const topic = await topics.create('from-end', 3);
+      const producer = kafka.producer();
+      await producer.connect();
+      await producer.send({ topic, messages: [0, 0, 2].map((partition, i) => ({ partition, key: `k${i}`, value: JSON.stringify({ id: `k${i}` }) })) });
+      await producer.disconnect();
+      const groupId = unique('from-end-group');
+      let handled = 0;
+      const startAndStop = async (fromBeginning: boolean, before?: () => Promise<unknown>) => {
+        const logger = capturingLogger();
+        const source = new KafkaSource({ client }, { topics: [topic], groupId, fromBeginning, consumer: FAST_GROUP, logger });
+        const consumer = new TestConsumer({ name: groupId, claimer: new InMemoryClaimer(), source, logger }, async () => {
+          handled += 1;
+          return ack();
+        });
+        await consumer.start();
+        await before?.();
+        await consumer.stop();
+        return logger.lines.filter((l) => l.msg.includes('has no committed offset'));
+      };
+      const lines = await startAndStop(false);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatchObject({ level: 'info', obj: { groupId, topic, partitions: [0, 2], records: '3', fromBeginning: false } });
+      expect(lines[0]!.msg).toBe(
+        `twophase/kafka: group ${groupId} has no committed offset for ${topic} partitions 0, 2 (3 records in them): with fromBeginning: false they start at the log end, so those records are skipped; set fromBeginning: true to read them`,
+      );
+      // fromBeginning: true reads them (and commits): no line then, nor at a later start with false.
+      expect(handled).toBe(0);
+      expect(await startAndStop(true, () => waitFor(() => handled === 3, { what: 'the three records handled' }))).toEqual([]);
+      expect(await startAndStop(false)).toEqual([]);
+    } finally {
+      await topics.destroy();
+    }
+  });
 });
 
 describeWithServices(['kafka'], 'KafkaSource start(): kafkajs log lines (real broker)', () => {
