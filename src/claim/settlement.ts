@@ -82,9 +82,10 @@ async function commitRetrying(receipt: Receipt, result: JsonValue | undefined, d
 /**
  * Releases `receipt`, retrying transient store errors until `deadlineMs` passes. Resolves true
  * when released (or left to a newer owner), false when the store stayed unavailable (the lease
- * then ends at its TTL). Never throws.
+ * then ends at its TTL). Never throws. `keepProcessAlive`: the pauses between tries keep the
+ * process alive (a caller with nothing else running, as `runOnce` in a script); default false.
  */
-export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger: Logger, options?: ReleaseOptions): Promise<boolean> {
+export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger: Logger, options?: ReleaseOptions, keepProcessAlive = false): Promise<boolean> {
   try {
     await receipt.release(options);
     return true;
@@ -95,7 +96,7 @@ export async function releaseWithin(receipt: Receipt, deadlineMs: number, logger
     }
   }
   try {
-    await retryWithin(() => receipt.release(options), { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF });
+    await retryWithin(() => receipt.release(options), { deadlineMs, backoff: RECEIPT_RETRY_BACKOFF, keepProcessAlive });
     return true;
   } catch (error) {
     logger.warn({ err: error, key: receipt.key }, 'release failed; the lease will end at its TTL');

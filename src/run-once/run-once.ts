@@ -172,7 +172,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
   const { receipt, attempt } = claim;
   if (attempt > 1 && !o.retry) {
     // The count is kept: the key stays blocked until an explicit retry.
-    await releaseWithin(receipt, o.releaseDeadlineMs, o.logger);
+    await releaseWithin(receipt, o.releaseDeadlineMs, o.logger, undefined, true);
     throw new PreviousAttemptFailedError(key, attempt - 1);
   }
   const abort = new AbortController();
@@ -223,7 +223,8 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
 
 async function releaseAfterFailure(o: ResolvedRunOnceOptions, receipt: Receipt, error: unknown): Promise<void> {
   const policy = o.onFailure(error);
-  await releaseWithin(receipt, o.releaseDeadlineMs, o.logger, policy === 'release' ? RESET_ATTEMPTS : undefined);
+  // The caller awaits this answer and may have nothing else running (a job script's one call).
+  await releaseWithin(receipt, o.releaseDeadlineMs, o.logger, policy === 'release' ? RESET_ATTEMPTS : undefined, true);
 }
 
 async function stopKeeping(kept: { stop(): Promise<void> | undefined } | undefined, keeper: LeaseKeeper | undefined): Promise<void> {

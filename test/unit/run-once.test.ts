@@ -3,6 +3,8 @@
  * replay, in-progress, waiting, fingerprint conflict, scopes, the failure policies, a crashed run,
  * the result bound, keep-alive and option checks.
  */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import {
   ConfigurationError,
@@ -304,5 +306,14 @@ describe('runOnce', () => {
     await expect(runOnce({ ...base(claimer), onFailure: 'ignore' as never }, fn)).rejects.toThrow(/onFailure/);
     await expect(runOnce({ ...base(claimer), retry: 'yes' as never }, fn)).rejects.toThrow(/retry must be a boolean/);
     await expect(runOnce(base(claimer), undefined as never)).rejects.toThrow(/second argument/);
+  });
+});
+
+describe('runOnce in a script with nothing else running', () => {
+  test('a release that waits out a store outage keeps the process alive: the call rejects with the function\'s error after the retried release (it used to exit 0 mid-retry, the error unseen)', () => {
+    // A child process: whether Node exits with a pending timer is only seen on a real process.
+    const run = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'fixtures', 'run-once-release-outage.ts')], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.stdout.trim()).toBe('rejected: the job failed; releases tried: 3');
+    expect(run.status).toBe(1);
   });
 });
