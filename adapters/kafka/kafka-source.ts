@@ -253,8 +253,9 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
   }
 
   /**
-   * Checks (or creates) the dead-letter topics, connects the dead-letter producer and the
-   * consumer, subscribes, and starts the fetch loop. Resolves once the member joined the group.
+   * Checks (or creates) the dead-letter topics (and, with `fromBeginning: false`, logs the
+   * partitions whose records the group would skip: start-checks.ts), connects the dead-letter
+   * producer and the consumer, subscribes, and starts the fetch loop. Resolves once the member joined the group.
    * Called by `ConsumerBase.start()`. The consumer's `leaseTtlMs` caps `preclaimMaxAgeMs` at a
    * third of it; with `heartbeatWhileProcessing` off, a handler timeout above `sessionTimeout`
    * (or none) is warned about.
