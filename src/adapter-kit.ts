@@ -18,6 +18,7 @@ export { LeaseReceipt, NonAcquiredReceipt, type LeaseOperations, type LeaseIdent
 export { backoffDelay, sleep, type SleepOptions, withDeadline, retryWithin, retry, retryAfter, type RetryOptions } from './util/retry';
 export { LeaseKeeper, type KeptLease, type KeptLeaseCallbacks } from './claim/keep-alive';
 export { type DeliverySink, type PreparedClaim, type SourceStartOptions, type Submission, settledSubmission } from './ports/source';
+export { type IntendedRedelivery, isIntendedRedelivery } from './ports/settler';
 export { type ResolvedConsumerOptions, resolveConsumerOptions } from './config/consumer-options';
 export type { ConsumerTtls } from './config/ttl-policy';
 export { truncateErrorMessage, errorType } from './claim/settlement';

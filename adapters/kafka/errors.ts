@@ -45,6 +45,9 @@ export class PartitionRevokedError extends KafkaAdapterError {
   ) {
     super('PARTITION_REVOKED', `settle of ${topic}[${partition}]@${offset} skipped: this member no longer owns the partition`, { retriable: true });
   }
+
+  /** Left undone on purpose: the partition's next owner gets the record (see `IntendedRedelivery` in twophase/adapter-kit). */
+  readonly intendedRedelivery = true as const;
 }
 
 /**
@@ -60,6 +63,9 @@ export class ChunkRolledBackError extends KafkaAdapterError {
   ) {
     super('CHUNK_ROLLED_BACK', `ack of ${topic}[${partition}]@${offset} not made: the transaction its chunk shared rolled back; the record runs again`, { retriable: true });
   }
+
+  /** Left undone on purpose: the record runs again in its own transaction (see `IntendedRedelivery` in twophase/adapter-kit). */
+  readonly intendedRedelivery = true as const;
 }
 
 /**

@@ -13,7 +13,7 @@ import type { Logger } from '../util/logger';
 import type { DeliveryResult } from '../ports/observer';
 import { errorType, releaseWithin, truncateErrorMessage } from '../claim/settlement';
 import type { BrokerAction, DeadLetterAction, ReportedEvent, Settlement, SettlementOf } from './settlement-table';
-import type { AckInfo, RejectInfo, Settler } from '../ports/settler';
+import { type AckInfo, isIntendedRedelivery, type RejectInfo, type Settler } from '../ports/settler';
 
 /** What applying a settlement needs of its consumer. */
 export interface ApplyContext {
@@ -139,8 +139,13 @@ function callSettler(settler: Settler, broker: BrokerAction, error: unknown): Pr
   return settler.reject(info);
 }
 
-/** A broker call failed: logged (rate-limited) and reported as `ack_failed`. */
+/**
+ * A broker call failed: logged (rate-limited) and reported as `ack_failed`. A settle the source
+ * left undone on purpose (`isIntendedRedelivery`, ports/settler.ts) is a debug line: its cause was logged
+ * where it happened.
+ */
 function settleFailed(ctx: ApplyContext, run: DeliveryRun, error: unknown): void {
-  if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'broker settle failed; the broker will redeliver and the claim decides');
+  if (isIntendedRedelivery(error)) ctx.logger.debug({ err: error, consumer: ctx.name, key: run.key }, `twophase: ${(error as Partial<Error>).message ?? 'settle left undone by the source'}`);
+  else if (ctx.logLimiter.admit('ack_failed')) ctx.logger.warn({ err: error, consumer: ctx.name, key: run.key }, 'twophase: broker settle failed; the broker will redeliver and the claim decides');
   run.emit('ack_failed', error);
 }

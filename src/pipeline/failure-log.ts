@@ -59,10 +59,12 @@ export class FailureLog {
         'twophase: the transaction holding the claim and the effect did not commit; the effect was rolled back, message requeued',
       );
     } else if (cause === 'retry') {
-      if (!this.limiter.admit('retry')) return;
       const threw = result.error !== undefined;
+      // Counted under the reason the line names, so the summary of lines not logged names it too.
+      const reason = threw ? 'handler_error' : 'requeue_requested';
+      if (!this.limiter.admit(reason)) return;
       this.logger.warn(
-        { consumer: this.consumer, key: result.key, reason: threw ? 'handler_error' : 'requeue_requested', attempt: result.attempt, maxAttempts: this.maxAttempts, destination: 'requeue', delayMs: result.delayMs, err: result.error },
+        { consumer: this.consumer, key: result.key, reason, attempt: result.attempt, maxAttempts: this.maxAttempts, destination: 'requeue', delayMs: result.delayMs, err: result.error },
         threw ? 'twophase: handler failed; message requeued for a retry' : 'twophase: handler asked for a requeue; message requeued for a retry',
       );
     } else if (cause === 'claimer_unavailable') {

@@ -39,9 +39,25 @@ export interface RejectInfo {
 }
 
 /**
+ * A settle a source left undone on purpose, so that the delivery runs again as the source
+ * intends (on Kafka: a chunk's shared transaction rolled back, or the partition was revoked). A
+ * settler rejects with an error that has `intendedRedelivery: true`; the pipeline logs it at
+ * debug (the cause was logged where it happened) instead of warning that the broker failed, and
+ * still reports `ack_failed` to observers.
+ */
+export interface IntendedRedelivery {
+  readonly intendedRedelivery: true;
+}
+
+/** True when `error` is an {@link IntendedRedelivery}. */
+export function isIntendedRedelivery(error: unknown): error is IntendedRedelivery {
+  return typeof error === 'object' && error !== null && (error as { intendedRedelivery?: unknown }).intendedRedelivery === true;
+}
+
+/**
  * Settles one delivery on its broker. The consumer calls exactly one of these, exactly once.
  * A rejection of the returned promise is reported as `ack_failed` and never retried on another
- * channel or connection.
+ * channel or connection (a rejection that is an {@link IntendedRedelivery} is logged at debug).
  */
 export interface Settler {
   /** Acknowledge: the message is done (processed now, or a duplicate). */

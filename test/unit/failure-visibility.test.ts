@@ -153,6 +153,21 @@ describe('floods are summarised', () => {
     expect(summary).toMatchObject({ level: 'warn', obj: { consumer: 'test', suppressed: { missing_key: 10_000 - logged.filter((l) => l.obj.reason === 'missing_key').length } } });
   });
 
+  test('a flood of handler errors: the summary counts them under the reason each line names (handler_error)', async () => {
+    const { lines, logger } = recordingLogger();
+    const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), logger, concurrency: 100 }, async () => {
+      throw new Error('db down');
+    });
+    await consumer.start();
+    await Promise.all(Array.from({ length: 200 }, (_, i) => consumer.dispatch(recordingDelivery({ key: `k${i}` }))));
+    await consumer.stop();
+    const logged = failures(lines);
+    const single = logged.filter((l) => l.obj.reason === 'handler_error');
+    expect(single.length).toBeGreaterThan(0);
+    const summary = logged.find((l) => l.obj.suppressed !== undefined);
+    expect(summary).toMatchObject({ level: 'warn', obj: { consumer: 'test', suppressed: { handler_error: 200 - single.length } } });
+  });
+
   test('lease-extend failures while the store is down: summarised, not one line per extension', async () => {
     class ExtendFails extends WrappingClaimer {
       extends = 0;
@@ -227,5 +242,31 @@ describe('doneTtlMs and the retry horizon', () => {
     const options = fastOptions(new InMemoryClaimer());
     new FnConsumer({ name: options.name, claimer: options.claimer, logger }, async () => ack());
     expect(lines).toEqual([]);
+  });
+});
+
+describe('a settle the broker refused, and one the source left undone on purpose', () => {
+  function debugAndWarn(): { lines: Line[]; logger: Logger } {
+    const lines: Line[] = [];
+    const at = (level: string) => (obj: object, msg?: string) => void lines.push({ level, msg, obj: obj as Record<string, unknown> });
+    return { lines, logger: { debug: at('debug'), info: () => undefined, warn: at('warn'), error: at('error') } };
+  }
+
+  test('a broker failure: one warn line; an intended redelivery (intendedRedelivery: true, as a rolled-back Kafka chunk): a debug line with its message, no warn; both reported as ack_failed', async () => {
+    const intended = Object.assign(new Error('ack of t[0]@5 not made: the transaction its chunk shared rolled back; the record runs again'), { intendedRedelivery: true as const });
+    for (const [failWith, expected] of [
+      [new Error('channel closed'), { level: 'warn', msg: 'twophase: broker settle failed; the broker will redeliver and the claim decides' }],
+      [intended, { level: 'debug', msg: `twophase: ${intended.message}` }],
+    ] as const) {
+      const { lines, logger } = debugAndWarn();
+      const events: string[] = [];
+      const consumer = new FnConsumer({ ...fastOptions(new InMemoryClaimer()), logger, observers: [{ onEvent: (event) => void events.push(event.type) }] }, async () => ack());
+      await consumer.start();
+      await consumer.dispatch(recordingDelivery({ key: 'k' }, { failWith }));
+      await consumer.stop();
+      const settleLines = lines.filter((l) => l.obj.err === failWith);
+      expect(settleLines).toEqual([expect.objectContaining(expected)]);
+      expect(events).toContain('ack_failed');
+    }
   });
 });

@@ -11,7 +11,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { PoolClient } from 'pg';
-import { ack, PermanentError } from '../../../src';
+import { ack, type Logger, PermanentError } from '../../../src';
 import { PostgresClaimer } from '../../../adapters/postgres';
 import type { KafkaSource } from '../../../adapters/kafka';
 import { describeWithServices } from '../../support/services';
@@ -54,7 +54,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
   });
   afterAll(() => topics.destroy());
 
-  function consumer(topic: string, groupId: string, handler: InboxHandler, transactionBatch: 'per-record' | 'per-chunk'): { consumer: InboxConsumer; source: KafkaSource } {
+  function consumer(topic: string, groupId: string, handler: InboxHandler, transactionBatch: 'per-record' | 'per-chunk', logger?: Logger): { consumer: InboxConsumer; source: KafkaSource } {
     const source = fastSource(kafka, { topics: [topic], groupId, claimBatchSize: transactionBatch === 'per-chunk' ? 16 : 1, preclaimMaxAgeMs: 20_000 });
     const c = new InboxConsumer(
       {
@@ -66,6 +66,7 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
         maxAttempts: 3,
         busyRequeueDelayMs: 50,
         retryBackoff: { initialDelayMs: 50, maxDelayMs: 200, jitter: 0 },
+        ...(logger ? { logger } : {}),
       },
       handler,
     );
@@ -168,9 +169,16 @@ describeWithServices(['kafka', 'postgres'], 'transactional inbox, Kafka batch mo
       if (m.key.endsWith(':pay-33')) throw new PermanentError('poison');
       return ack({ booked: m.key });
     };
-    const { consumer: c, source } = consumer(topic, group, handler, 'per-chunk');
+    const lines: { level: string; msg: string }[] = [];
+    const at = (level: string) => (_obj: object, msg?: string) => void lines.push({ level, msg: msg ?? '' });
+    const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+    const { consumer: c, source } = consumer(topic, group, handler, 'per-chunk', logger);
     await c.start();
     await waitFor(async () => (await topics.fullyCommitted(group, topic)) && (await f.counts()).size === count - 1, { what: 'every offset committed, every good key booked', timeoutMs: 90_000 });
+    // The rolled-back neighbours' acks were left undone on purpose: a debug line each, never a
+    // warning that the broker failed (the failing handler's own lines say why).
+    expect(lines.filter((l) => l.msg.includes('broker settle failed'))).toEqual([]);
+    expect(lines.some((l) => l.level === 'debug' && /not made: the transaction its chunk shared rolled back/.test(l.msg))).toBe(true);
     const counts = await f.counts();
     expect([...counts.keys()].filter((k) => k.endsWith(':pay-33'))).toEqual([]);
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
