@@ -7,7 +7,7 @@
  * that was about to land must land, or the next delivery would repeat the effect.
  */
 import type { JsonValue, Receipt, ReleaseOptions } from './claimer';
-import { ConfigurationError, isRetriable, LeaseLostError, ResultTooLargeError } from '../util/errors';
+import { ConfigurationError, isRetriable, LeaseLostError, ResultTooLargeError, UnstorableResultError } from '../util/errors';
 import type { Logger } from '../util/logger';
 import type { BackoffPolicy } from '../util/retry';
 import { retryWithin } from '../util/retry';
@@ -44,13 +44,21 @@ export function commitWithin(receipt: Receipt, result: JsonValue | undefined, de
     () => COMMITTED,
     (error: unknown): CommitOutcome | Promise<CommitOutcome> => {
       if (error instanceof LeaseLostError) return { outcome: 'lease_lost', error };
-      if (!(error instanceof ResultTooLargeError) && !(error instanceof ConfigurationError) && !isRetriable(error)) return { outcome: 'commit_failed', error };
+      if (!unstorable(error) && !isRetriable(error)) return { outcome: 'commit_failed', error };
       return commitRetrying(receipt, result, deadlineMs, logger, commitOnce);
     },
   );
 }
 
 const COMMITTED: CommitOutcome = Object.freeze({ outcome: 'committed' });
+
+/**
+ * A commit refused for its result alone (too large, not JSON; a claimer's own ConfigurationError
+ * for a result): the key is committed again without it.
+ */
+export function unstorable(error: unknown): boolean {
+  return error instanceof ResultTooLargeError || error instanceof UnstorableResultError || error instanceof ConfigurationError;
+}
 
 /** The slow path of {@link commitWithin}: retries until the deadline; drops a result that cannot be stored. */
 async function commitRetrying(receipt: Receipt, result: JsonValue | undefined, deadlineMs: number, logger: Logger, commitOnce: CommitOnce): Promise<CommitOutcome> {
@@ -61,8 +69,8 @@ async function commitRetrying(receipt: Receipt, result: JsonValue | undefined, d
         try {
           await commitOnce(receipt, value);
         } catch (error) {
-          if (error instanceof ResultTooLargeError || error instanceof ConfigurationError) {
-            logger.error({ err: error, key: receipt.key }, 'handler result cannot be stored (too large, or not JSON); committing the key without it');
+          if (unstorable(error)) {
+            logger.error({ err: error, key: receipt.key }, 'twophase: handler result cannot be stored (too large, or not JSON); committing the key without it');
             value = undefined;
             await commitOnce(receipt, undefined);
             return;

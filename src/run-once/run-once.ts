@@ -4,7 +4,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { AcquiredClaim, Claimer, JsonValue, Receipt } from '../claim/claimer';
-import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError, ResultTooLargeError } from '../util/errors';
+import { ConfigurationError, type LeaseLostError, PreviousAttemptFailedError, InProgressError } from '../util/errors';
 import { LeaseKeeper } from '../claim/keep-alive';
 import { type Outbox, ScopedOutbox, UnavailableOutbox } from '../outbox/staging-outbox';
 import { decodeResult, encodeResult } from '../claim/result-codec';
@@ -13,7 +13,7 @@ import { type BackoffPolicy, retry, retryWithin } from '../util/retry';
 import { runOnceKey } from './run-once-key';
 import { warnUnscopedHttpOnce } from './run-once-scope-check';
 import { type ResolvedRunOnceOptions, resolveRunOnceOptions, type RunOnceOptions } from './run-once-options';
-import { RECEIPT_RETRY_BACKOFF, releaseWithin } from '../claim/settlement';
+import { RECEIPT_RETRY_BACKOFF, releaseWithin, unstorable } from '../claim/settlement';
 
 /**
  * What the function is given.
@@ -208,7 +208,7 @@ async function acquired<T extends JsonValue | undefined, TTransaction>(
     commitError = error;
   }
   if (commitError === undefined) return { status: 'ran', result, key, attempt, fencingToken: receipt.fencingToken, committed: true };
-  if (receipt.transaction !== undefined || commitError instanceof ResultTooLargeError || commitError instanceof ConfigurationError) {
+  if (receipt.transaction !== undefined || unstorable(commitError)) {
     // The transaction rolled back with the claim (nothing applied), or the claimer refused the
     // result before writing: a failure of the run, released per the policy.
     await releaseAfterFailure(o, receipt, commitError);

@@ -38,6 +38,7 @@ const KIT_VALUES = [
   'satisfiesRange',
   'errorType',
   'settledSubmission',
+  'isIntendedRedelivery',
   'requeueInPlace',
   'UNSETTLED_RETRY_MS',
   'checkInteger',

@@ -11,6 +11,7 @@ import {
   type Logger,
   reject,
   type Receipt,
+  UnstorableResultError,
 } from '../../src';
 import { LogLimiter } from '../../src/util/log-limiter';
 import { retryHorizonMs } from '../../src/config/retry-horizon';
@@ -54,6 +55,28 @@ describe('each failure logs one line with key, reason and destination', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 'warn', obj: { key: 'test:k', reason: 'handler_error', destination: 'requeue', attempt: 1, maxAttempts: 5 } });
     expect((lines[0]!.obj.err as Error).message).toBe('db down');
+  });
+
+  test('a result JSON cannot store (ack({ n: 10n })): one error line naming the place (UnstorableResultError), the key committed without the result, a redelivery a duplicate', async () => {
+    const { lines, logger } = recordingLogger();
+    const claimer = new InMemoryClaimer();
+    let runs = 0;
+    const consumer = new FnConsumer({ ...fastOptions(claimer), logger }, async () => {
+      runs += 1;
+      return ack({ n: 10n } as never);
+    });
+    await consumer.start();
+    const first = await consumer.dispatch(recordingDelivery({ key: 'big' }));
+    const again = await consumer.dispatch(recordingDelivery({ key: 'big' }));
+    await consumer.stop();
+    expect(first).toMatchObject({ action: 'ack', outcome: 'committed' });
+    expect(again).toMatchObject({ action: 'ack', claimState: 'done' });
+    expect(runs).toBe(1);
+    const logged = failures(lines);
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 'error', msg: 'twophase: handler result cannot be stored (too large, or not JSON); committing the key without it', obj: { key: 'test:big' } });
+    expect(logged[0]!.obj.err).toBeInstanceOf(UnstorableResultError);
+    expect((logged[0]!.obj.err as Error).message).toMatch(/result\.n is a bigint/);
   });
 
   test('retry_exhausted: dead-letter at error level', async () => {
