@@ -96,16 +96,27 @@ export class DeliverySettler implements Settler {
     }
   }
 
+  /** The tier a requeue of `delayMs` waits in (0 when it goes straight back to the work queue). */
+  requeueDelay(delayMs: number, info: RequeueInfo): number {
+    return this.tierOf(delayMs, info) ?? 0;
+  }
+
+  private tierOf(delayMs: number, info: RequeueInfo): number | undefined {
+    const prior = priorAttempts(this.message.properties.headers, this.context, this.message.fields) ?? 0;
+    const attempts = attemptsAfterRequeue(info.cause, info.attempt, prior);
+    // A copy that carries attempts goes through a delay queue even for a 0 ms delay (the
+    // shortest tier): only the broker's dead-letter history from a delay queue makes the next
+    // delivery trust its `twophase-attempts`.
+    return pickDelayTier(this.context.delayTiersMs, delayMs) ?? (attempts > 0 ? this.context.delayTiersMs[0] : undefined);
+  }
+
   async requeue(delayMs: number, info: RequeueInfo): Promise<void> {
     if (!this.claim('requeue')) return;
     try {
       this.assertOpen('requeue');
       const prior = priorAttempts(this.message.properties.headers, this.context, this.message.fields) ?? 0;
       const attempts = attemptsAfterRequeue(info.cause, info.attempt, prior);
-      // A copy that carries attempts goes through a delay queue even for a 0 ms delay (the
-      // shortest tier): only the broker's dead-letter history from a delay queue makes the next
-      // delivery trust its `twophase-attempts`.
-      const tier = pickDelayTier(this.context.delayTiersMs, delayMs) ?? (attempts > 0 ? this.context.delayTiersMs[0] : undefined);
+      const tier = this.tierOf(delayMs, info);
       const routingKey = tier === undefined ? this.context.queue : delayQueueName(this.context.queue, tier);
       try {
         // Through the default exchange: only the work queue (or its delay queue) gets the copy,

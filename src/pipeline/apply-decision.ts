@@ -12,7 +12,7 @@ import type { LogLimiter } from '../util/log-limiter';
 import type { Logger } from '../util/logger';
 import type { DeliveryResult } from '../ports/observer';
 import { errorType, releaseWithin, truncateErrorMessage } from '../claim/settlement';
-import type { BrokerAction, DeadLetterAction, ReportedEvent, Settlement, SettlementOf } from './settlement-table';
+import type { BrokerAction, DeadLetterAction, ReportedEvent, RequeueAction, Settlement, SettlementOf } from './settlement-table';
 import { type AckInfo, isIntendedRedelivery, type RejectInfo, type Settler } from '../ports/settler';
 
 /** What applying a settlement needs of its consumer. */
@@ -52,7 +52,7 @@ export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Se
   const broker = s.broker;
   if (broker.kind === 'dead_letter') return await deadLetter(ctx, run, s, broker);
   // The per-message path (an ack after a commit): the broker call, awaited here.
-  const result = broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
+  const result = broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.cause, delayUsed(run, broker));
   try {
     await brokerCall(run, broker, undefined);
   } catch (failure) {
@@ -73,7 +73,15 @@ async function releaseThenRequeue(ctx: ApplyContext, run: DeliveryRun, s: Settle
   await release(ctx, run, false);
   const broker = s.broker;
   await settleOn(ctx, run, broker);
-  return resultOf(run, s, 'requeue', broker.cause, broker.delayMs);
+  return resultOf(run, s, 'requeue', broker.cause, delayUsed(run, broker));
+}
+
+/** The delay a requeue waits: the settler's own figure where it approximates (`requeueDelay`), else the one asked. */
+function delayUsed(run: DeliveryRun, broker: RequeueAction): number {
+  const settler = run.delivery.settler;
+  if (!settler.requeueDelay) return broker.delayMs;
+  const used = settler.requeueDelay(broker.delayMs, broker.attempt === undefined ? { cause: broker.cause } : { cause: broker.cause, attempt: broker.attempt });
+  return Number.isFinite(used) && used >= 0 ? used : broker.delayMs;
 }
 
 /**

@@ -64,6 +64,12 @@ export interface Settler {
   ack(info: AckInfo): Promise<void>;
   /** Make the message come back after about `delayMs` ms without counting toward dead-letter limits. */
   requeue(delayMs: number, info: RequeueInfo): Promise<void>;
+  /**
+   * Optional. The delay, ms, a requeue of `delayMs` will actually wait, for a settler that can
+   * only approximate it (RabbitMQ's delay tiers). The delivery's result and its log line carry
+   * this delay. Pure; must not throw. Absent: the delay asked.
+   */
+  requeueDelay?(delayMs: number, info: RequeueInfo): number;
   /** Dead-letter the message with the reason. Never a silent drop. */
   reject(info: RejectInfo): Promise<void>;
   /**

@@ -5,6 +5,7 @@
  * with the count, not a line per message; `health()` counts them. A handler that throws is logged
  * as a retry, then a dead-letter.
  */
+import { ack } from '../../../src';
 import { describeWithServices } from '../../support/services';
 import { Harness } from './support/harness';
 import { waitFor } from '../../support/wait';
@@ -54,4 +55,24 @@ describeWithServices(['rabbitmq', 'redis'], 'failure logging and dead-letter cou
     expect(dead).toMatchObject({ level: 'error', obj: { key: 'test:k-throws', destination: 'dead-letter', attempt: 2 } });
     expect(((dead!.obj as { err: Error }).err).message).toBe('ledger down');
   });
+
+  it('a retry line carries the delay the message waits (the delay tier it took), not the backoff asked', async () => {
+    const queue = h.queue('tier-delay');
+    let runs = 0;
+    const consumer = h.consumer(
+      // 1669 ms asked: the test tiers are 100, 500 and 2000 ms, and 2000 is the nearest on a log scale.
+      { source: h.source({ queue }), claimer: h.claimer('redis'), maxAttempts: 3, retryBackoff: { initialDelayMs: 1669, maxDelayMs: 1669, jitter: 0 } },
+      async () => {
+        runs += 1;
+        if (runs === 1) throw new Error('ledger down once');
+        return ack();
+      },
+    );
+    await consumer.start();
+    await h.admin.publish('', queue, { n: 1 }, { headers: { 'idempotency-key': 'k-tier' } });
+    const retry = await waitFor(() => h.logger.lines.find((l) => (l.obj as { reason?: string }).reason === 'handler_error'), { what: 'the retry line' });
+    expect(retry.obj).toMatchObject({ key: 'test:k-tier', destination: 'requeue', delayMs: 2000 });
+    await waitFor(() => runs === 2, { what: 'the second run, after the tier' });
+  });
 });
+
