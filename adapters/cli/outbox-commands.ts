@@ -194,6 +194,8 @@ export function addOutboxCommands(
         io.stdout(flags.json ? `${JSON.stringify({ ...event, time, relay: flags.name })}\n` : `${time} ${flags.name}: ${text}\n`);
       };
       const log = (level: 'warn' | 'error', obj: object, msg?: string) => io.stderr(`${JSON.stringify({ level, time: new Date().toISOString(), relay: flags.name, msg, ...serializable(obj) })}\n`);
+      // Info lines are dropped: the relay's own start line (`twophase: outbox relay started`) would
+      // repeat the `relay … started` line this command prints on stdout.
       const logger = {
         info: () => undefined,
         debug: () => undefined,
