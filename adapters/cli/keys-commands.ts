@@ -11,7 +11,7 @@ import type { Client } from 'pg';
 import { namespaceKey } from '../../src';
 import { diagnoseRedisKey } from '../redis';
 import { importPeer, loadOrReport } from './peer';
-import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSING_DATABASE_URL, type PostgresModules } from './postgres-migrate';
 import { printableLines } from './printable';
 import { badServiceUrl } from './url-check';
 import { type CliIo, printCommandError } from './reporters';
@@ -100,7 +100,7 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
   ): Promise<void> => {
     const url = databaseUrl(flags.url, env);
     if (!url) {
-      usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
+      usage(MISSING_DATABASE_URL);
       return;
     }
     const invalid = badServiceUrl(url, 'postgres');

@@ -10,7 +10,7 @@ import { type OutboxPublisher } from '../../src/adapter-kit';
 import { importPeer, loadOrReport } from './peer';
 import { printable } from './printable';
 import { badServiceUrl } from './url-check';
-import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSING_DATABASE_URL, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
 
 interface Common {
@@ -66,7 +66,7 @@ export function addOutboxCommands(
   const withPostgres = async (command: string, flags: Common, work: (client: Client, postgres: PostgresModules['postgres']) => Promise<unknown>, human: (result: unknown) => string, exitOf: (result: unknown) => number = () => 0): Promise<void> => {
     const url = databaseUrl(flags.url, env);
     if (!url) {
-      usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
+      usage(MISSING_DATABASE_URL);
       return;
     }
     const bad = badServiceUrl(url, 'postgres');
@@ -172,7 +172,7 @@ export function addOutboxCommands(
     .option('--stats-interval <ms>', 'a stats line (pending, lag, leased, dead, published) right after start and then every <ms>; 0 = only the first', integer(0, 3_600_000), 60_000)
     .action(async (flags: RelayFlags) => {
       const url = databaseUrl(flags.url, env);
-      if (!url) return usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
+      if (!url) return usage(MISSING_DATABASE_URL);
       const bad = badServiceUrl(url, 'postgres') ?? (flags.rabbitmqUrl === undefined ? undefined : badServiceUrl(flags.rabbitmqUrl, 'rabbitmq'));
       if (bad) return usage(bad);
       if (flags.rabbitmqUrl === undefined && flags.kafkaBrokers === undefined) return usage('give --rabbitmq-url, --kafka-brokers, or both');
