@@ -5,10 +5,11 @@
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Client } from 'pg';
-import { OutboxRelay, type OutboxRelayEvent, TwophaseError } from '../../src';
+import { OutboxRelay, type OutboxRelayEvent } from '../../src';
 import { type OutboxPublisher } from '../../src/adapter-kit';
 import { importPeer, loadOrReport } from './peer';
 import { printable } from './printable';
+import { withMigrateCommand } from './migrate-hint';
 import { badServiceUrl } from './url-check';
 import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSING_DATABASE_URL, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
@@ -275,43 +276,6 @@ export function addOutboxCommands(
         await pool.end().catch(() => undefined);
       }
     });
-}
-
-/**
- * `error` with its `twophase postgres migrate` hint made runnable as printed for this command: the
- * same `--schema`, and `--url` when the command was given one (without its password: a note says
- * so). Other errors pass unchanged.
- */
-function withMigrateCommand(error: unknown, flags: Common): unknown {
-  if (!(error instanceof TwophaseError) || error.code !== 'SCHEMA_MISMATCH') return error;
-  const hint = /`twophase postgres migrate[^`]*`/;
-  if (!hint.test(error.message)) return error;
-  const words = ['twophase', 'postgres', 'migrate'];
-  let note = '';
-  if (flags.url !== undefined) {
-    const { url, hadPassword } = withoutPassword(flags.url);
-    words.push('--url', shellWord(url));
-    if (hadPassword) note = ' (the password is left out: add it to the URL, or set PGPASSWORD)';
-  }
-  words.push('--schema', shellWord(flags.schema));
-  return error.message.replace(hint, () => `\`${words.join(' ')}\`${note}`);
-}
-
-/** `url` with its password removed, and whether it had one. */
-function withoutPassword(url: string): { url: string; hadPassword: boolean } {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password === '') return { url, hadPassword: false };
-    parsed.password = '';
-    return { url: parsed.toString(), hadPassword: true };
-  } catch {
-    return { url, hadPassword: false };
-  }
-}
-
-/** `word` as one POSIX shell word: as is when it holds only safe characters, else single-quoted. */
-function shellWord(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** Log fields that survive JSON.stringify (an error becomes its name and message). */
