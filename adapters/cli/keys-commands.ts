@@ -11,7 +11,8 @@ import type { Client } from 'pg';
 import { namespaceKey } from '../../src';
 import { diagnoseRedisKey } from '../redis';
 import { importPeer, loadOrReport } from './peer';
-import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { withMigrateCommand } from './migrate-hint';
+import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSING_DATABASE_URL, type PostgresModules } from './postgres-migrate';
 import { printableLines } from './printable';
 import { badServiceUrl } from './url-check';
 import { type CliIo, printCommandError } from './reporters';
@@ -82,13 +83,13 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
     return true;
   };
   /** Runs `work`, prints its report (JSON or `human`), sets exit 0, or prints the error and sets exit 1. */
-  const report = async (flags: Common, work: () => Promise<unknown>, human: (report: unknown) => string): Promise<void> => {
+  const report = async (flags: Common, work: () => Promise<unknown>, human: (report: unknown) => string, failure: (error: unknown) => unknown = (error) => error): Promise<void> => {
     try {
       const result = await work();
       io.stdout(flags.json ? `${JSON.stringify(result)}\n` : printableLines(human(result)));
       setExit(0);
     } catch (error) {
-      printCommandError(io, flags.json, error);
+      printCommandError(io, flags.json, failure(error));
       setExit(1);
     }
   };
@@ -100,7 +101,7 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
   ): Promise<void> => {
     const url = databaseUrl(flags.url, env);
     if (!url) {
-      usage(`give --url or set $${DATABASE_URL_ENVS[0]}`);
+      usage(MISSING_DATABASE_URL);
       return;
     }
     const invalid = badServiceUrl(url, 'postgres');
@@ -116,7 +117,7 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
       await report(flags, async () => {
         await client.connect();
         return work(client, modules.postgres);
-      }, human);
+      }, human, (error) => withMigrateCommand(error, flags));
     } finally {
       await client.end().catch(() => undefined);
     }

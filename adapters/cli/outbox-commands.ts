@@ -5,12 +5,13 @@
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Client } from 'pg';
-import { OutboxRelay, type OutboxRelayEvent, TwophaseError } from '../../src';
+import { OutboxRelay, type OutboxRelayEvent } from '../../src';
 import { type OutboxPublisher } from '../../src/adapter-kit';
 import { importPeer, loadOrReport } from './peer';
 import { printable } from './printable';
+import { withMigrateCommand } from './migrate-hint';
 import { badServiceUrl } from './url-check';
-import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, type PostgresModules } from './postgres-migrate';
+import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSING_DATABASE_URL, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
 
 interface Common {
@@ -66,7 +67,7 @@ export function addOutboxCommands(
   const withPostgres = async (command: string, flags: Common, work: (client: Client, postgres: PostgresModules['postgres']) => Promise<unknown>, human: (result: unknown) => string, exitOf: (result: unknown) => number = () => 0): Promise<void> => {
     const url = databaseUrl(flags.url, env);
     if (!url) {
-      usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
+      usage(MISSING_DATABASE_URL);
       return;
     }
     const bad = badServiceUrl(url, 'postgres');
@@ -172,7 +173,7 @@ export function addOutboxCommands(
     .option('--stats-interval <ms>', 'a stats line (pending, lag, leased, dead, published) right after start and then every <ms>; 0 = only the first', integer(0, 3_600_000), 60_000)
     .action(async (flags: RelayFlags) => {
       const url = databaseUrl(flags.url, env);
-      if (!url) return usage(`give --url or set $${DATABASE_URL_ENVS.join(' or $')}`);
+      if (!url) return usage(MISSING_DATABASE_URL);
       const bad = badServiceUrl(url, 'postgres') ?? (flags.rabbitmqUrl === undefined ? undefined : badServiceUrl(flags.rabbitmqUrl, 'rabbitmq'));
       if (bad) return usage(bad);
       if (flags.rabbitmqUrl === undefined && flags.kafkaBrokers === undefined) return usage('give --rabbitmq-url, --kafka-brokers, or both');
@@ -194,6 +195,8 @@ export function addOutboxCommands(
         io.stdout(flags.json ? `${JSON.stringify({ ...event, time, relay: flags.name })}\n` : `${time} ${flags.name}: ${text}\n`);
       };
       const log = (level: 'warn' | 'error', obj: object, msg?: string) => io.stderr(`${JSON.stringify({ level, time: new Date().toISOString(), relay: flags.name, msg, ...serializable(obj) })}\n`);
+      // Info lines are dropped: the relay's own start line (`twophase: outbox relay started`) would
+      // repeat the `relay … started` line this command prints on stdout.
       const logger = {
         info: () => undefined,
         debug: () => undefined,
@@ -273,43 +276,6 @@ export function addOutboxCommands(
         await pool.end().catch(() => undefined);
       }
     });
-}
-
-/**
- * `error` with its `twophase postgres migrate` hint made runnable as printed for this command: the
- * same `--schema`, and `--url` when the command was given one (without its password: a note says
- * so). Other errors pass unchanged.
- */
-function withMigrateCommand(error: unknown, flags: Common): unknown {
-  if (!(error instanceof TwophaseError) || error.code !== 'SCHEMA_MISMATCH') return error;
-  const hint = /`twophase postgres migrate[^`]*`/;
-  if (!hint.test(error.message)) return error;
-  const words = ['twophase', 'postgres', 'migrate'];
-  let note = '';
-  if (flags.url !== undefined) {
-    const { url, hadPassword } = withoutPassword(flags.url);
-    words.push('--url', shellWord(url));
-    if (hadPassword) note = ' (the password is left out: add it to the URL, or set PGPASSWORD)';
-  }
-  words.push('--schema', shellWord(flags.schema));
-  return error.message.replace(hint, () => `\`${words.join(' ')}\`${note}`);
-}
-
-/** `url` with its password removed, and whether it had one. */
-function withoutPassword(url: string): { url: string; hadPassword: boolean } {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password === '') return { url, hadPassword: false };
-    parsed.password = '';
-    return { url: parsed.toString(), hadPassword: true };
-  } catch {
-    return { url, hadPassword: false };
-  }
-}
-
-/** `word` as one POSIX shell word: as is when it holds only safe characters, else single-quoted. */
-function shellWord(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** Log fields that survive JSON.stringify (an error becomes its name and message). */

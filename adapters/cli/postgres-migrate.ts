@@ -15,6 +15,9 @@ export const CONNECT_TIMEOUT_MS = 10_000;
 /** Environment variables read for the database URL, in order. */
 export const DATABASE_URL_ENVS = ['TWOPHASE_DATABASE_URL', 'DATABASE_URL'] as const;
 
+/** What a PostgreSQL command with no URL says (after `error: `): it names every variable {@link databaseUrl} reads. */
+export const MISSING_DATABASE_URL = `give --url or set $${DATABASE_URL_ENVS.join(' or $')}`;
+
 /** The database URL: `--url`, else the first non-empty of {@link DATABASE_URL_ENVS}; undefined when none is set. */
 export function databaseUrl(flagUrl: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined {
   return flagUrl ?? DATABASE_URL_ENVS.map((name) => env[name]).find((v) => v !== undefined && v !== '');
@@ -60,7 +63,7 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
     .action(async (flags: MigrateFlags) => {
       const url = databaseUrl(flags.url, env);
       if (!url) {
-        io.stderr(`error: give --url or set $${DATABASE_URL_ENVS[0]}\n`);
+        io.stderr(`error: ${MISSING_DATABASE_URL}\n`);
         setExit(2);
         return;
       }

@@ -5,6 +5,8 @@
  *
  * @module twophase/otel
  */
+// First: a missing @opentelemetry/api is named before any module that needs it loads.
+import './peer';
 export { createOtelObserver, type OtelObserverFlag, type OtelObserverOptions, OTEL_OBSERVER_DEFAULTS } from './otel-observer';
 export { createOutboxRelayTracer, type OutboxRelayTracerOptions } from './outbox-tracer';
 export {

@@ -63,6 +63,11 @@ export class PostgresOutboxStore implements OutboxStore {
     this.operationTimeoutMs = timeout;
   }
 
+  /** The outbox table the relay reads, for its start line: `{ store: 'postgresql', schema, table }` (see {@link OutboxStore.describe}). */
+  describe(): Readonly<Record<string, string>> {
+    return { store: 'postgresql', schema: this.schemaName, table: `${this.schemaName}.twophase_outbox` };
+  }
+
   /**
    * Checks that migration 3 (the outbox) was applied and that no migration newer than this
    * version of twophase knows was: a relay older than its table is refused.

@@ -12,6 +12,7 @@ import { guardLogger, type Logger } from '../util/logger';
 import type { ConsumerObserver } from '../ports/observer';
 import type { BackoffPolicy } from '../util/retry';
 import { retryHorizonMs } from './retry-horizon';
+import { resolveBackoffOption } from './backoff-options';
 import type { MessageSource } from '../ports/source';
 import type { DeploymentDeclaration } from './startup-validation';
 import { ConsumerTtls, type TtlPolicy, type TypeTtls } from './ttl-policy';
@@ -168,7 +169,6 @@ const CONSUMER_OPTION_NAMES = optionNames<ConsumerOptions>()([
   'observers',
   'clock',
 ]);
-const BACKOFF_OPTION_NAMES = optionNames<BackoffPolicy>()(['initialDelayMs', 'maxDelayMs', 'multiplier', 'jitter']);
 const DEPLOYMENT_OPTION_NAMES = optionNames<DeploymentDeclaration>()(['replicas']);
 
 /** Smallest busy and unavailable requeue delay, ms. */
@@ -202,8 +202,8 @@ export const CONSUMER_DEFAULTS = {
 export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: Logger): ResolvedConsumerOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError('consumer options are required');
   checkKnownOptions('consumer options', options, CONSUMER_OPTION_NAMES);
-  checkKnownOptions('retryBackoff', options.retryBackoff, BACKOFF_OPTION_NAMES);
-  checkKnownOptions('claimBackoff', options.claimBackoff, BACKOFF_OPTION_NAMES);
+  const retryBackoff = resolveBackoffOption('retryBackoff', options.retryBackoff, DEFAULT_RETRY_BACKOFF);
+  const claimBackoff = resolveBackoffOption('claimBackoff', options.claimBackoff, DEFAULT_CLAIM_BACKOFF);
   checkDeployment(options.deployment);
   if (typeof options.name !== 'string' || options.name.length === 0 || options.name.length > 128) {
     throw new ConfigurationError(`name must be a non-empty string of at most 128 characters, got ${JSON.stringify(options.name)}`);
@@ -226,8 +226,8 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
     source: options.source,
     handlerTimeoutMs: options.handlerTimeoutMs,
     deployment: options.deployment,
-    retryBackoff: { ...DEFAULT_RETRY_BACKOFF, ...stripUndefined(options.retryBackoff ?? {}) },
-    claimBackoff: { ...DEFAULT_CLAIM_BACKOFF, ...stripUndefined(options.claimBackoff ?? {}) },
+    retryBackoff,
+    claimBackoff,
   } as ResolvedConsumerOptions;
   if (options.ttlPolicy === undefined) {
     checkTtl('leaseTtlMs', resolved.leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);

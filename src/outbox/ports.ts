@@ -93,6 +93,12 @@ export interface OutboxStore {
    * @throws an error naming the missing or newer migration
    */
   ready?(): Promise<void>;
+  /**
+   * Optional: what the store says about itself on the relay's start line, as flat fields
+   * (`PostgresOutboxStore`: `{ store: 'postgresql', schema, table }`). Called once per relay
+   * start; must not throw or touch the store.
+   */
+  describe?(): Readonly<Record<string, string | number | boolean>>;
   /** Leases up to `limit` publishable rows. An empty `records` when there are none. */
   claim(request: OutboxClaimRequest): Promise<OutboxClaim>;
   /**

@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import type { ConsumerHealth, ConsumerState } from '../consumer/consumer-base';
 import { ConfigurationError, TwophaseError } from '../util/errors';
 import { checkKnownOptions, describeType } from '../util/known-options';
-import { consoleWarnLogger, guardLogger, type Logger } from '../util/logger';
+import { consoleInfoLogger, guardLogger, type Logger } from '../util/logger';
 import { backoffDelay } from '../util/retry';
 import type { RunnableConsumer } from '../consumer/runner';
 import { truncateErrorMessage } from '../claim/settlement';
@@ -40,7 +40,10 @@ export interface OutboxRelayDependencies {
   readonly publisher: OutboxPublisher | readonly OutboxPublisher[];
   /** Wake-up on commit (`PostgresOutboxNotifier`); without it the relay polls every `pollIntervalMs`. */
   readonly notifier?: OutboxNotifier;
-  /** pino-compatible. Default: warn and error as JSON lines on stderr. */
+  /**
+   * pino-compatible. Default: info, warn and error as JSON lines on stderr (`consoleInfoLogger`,
+   * as a consumer's): the start line is info.
+   */
   readonly logger?: Logger;
   /** Told of each step (metrics, tracing, tests). Its errors are logged and ignored. */
   readonly observer?: OutboxRelayObserver;
@@ -169,7 +172,7 @@ export class OutboxRelay implements RunnableConsumer {
     this.store = dependencies.store;
     this.publishers = publishers;
     this.notifier = dependencies.notifier;
-    this.logger = guardLogger(dependencies.logger ?? consoleWarnLogger);
+    this.logger = guardLogger(dependencies.logger ?? consoleInfoLogger);
     if (dependencies.observer !== undefined && typeof dependencies.observer?.onEvent !== 'function') throw new ConfigurationError(`OutboxRelay observer must have onEvent(event), got ${describeType(dependencies.observer)}`);
     this.observer = dependencies.observer;
     if (dependencies.tracer !== undefined && typeof dependencies.tracer?.tracePublish !== 'function') throw new ConfigurationError(`OutboxRelay tracer must have tracePublish(record, publish), got ${describeType(dependencies.tracer)}`);
@@ -186,6 +189,9 @@ export class OutboxRelay implements RunnableConsumer {
    * Checks the store's schema, starts the publishers and the notifier (a notifier that fails to
    * listen is logged, and the relay polls), reads the store's counts for `health().stats` (unless
    * `statsIntervalMs` is 0; a failed read is logged), then runs the relay loop until `stop()`.
+   * Once running, logs one info line, `twophase: outbox relay started`, with the relay's name, the
+   * outbox table (`outbox`, when the store describes itself), the brokers (`systems`), whether it
+   * listens for notifications, and `batchSize`, `claimConcurrency`, `keyConcurrency`, `pollIntervalMs`.
    * @throws the store's schema error (for example `SchemaMismatchError`) or a publisher's connect error; the relay is then `failed`
    */
   async start(): Promise<void> {
@@ -210,6 +216,19 @@ export class OutboxRelay implements RunnableConsumer {
     }
     this.state = 'running';
     this.loopDone = this.loop();
+    this.logger.info(
+      {
+        relay: this.options.name,
+        ...(this.store.describe ? { outbox: this.store.describe() } : {}),
+        systems: [...this.publishers.keys()],
+        listening: this.listening,
+        batchSize: this.options.batchSize,
+        claimConcurrency: this.options.claimConcurrency,
+        keyConcurrency: this.options.keyConcurrency,
+        pollIntervalMs: this.options.pollIntervalMs,
+      },
+      'twophase: outbox relay started',
+    );
   }
 
   /**

@@ -5,6 +5,7 @@ import { ConfigurationError } from '../util/errors';
 import { checkKnownOptions, describeType, optionNames } from '../util/known-options';
 import type { BackoffPolicy } from '../util/retry';
 import type { DeadKeyPolicy } from '../outbox/ports';
+import { resolveBackoffOption } from '../config/backoff-options';
 
 /** Options of an `OutboxRelay`. */
 export interface OutboxRelayOptions {
@@ -31,8 +32,12 @@ export interface OutboxRelayOptions {
   readonly pollIntervalMs?: number;
   /** Publishes of one message before it is dead. Default 10. [1, 1000]. */
   readonly maxAttempts?: number;
-  /** Delay before retry number n of a message. Default 1 s, doubling, at most 60 s, ±20 % jitter. */
-  readonly retryBackoff?: BackoffPolicy;
+  /**
+   * Delay before retry number n of a message. Default 1 s, doubling, at most 60 s, ±20 % jitter
+   * (`{ initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0.2 }`). Fields left out
+   * keep their default: `{ initialDelayMs: 200, maxDelayMs: 400 }` doubles with ±20 % jitter.
+   */
+  readonly retryBackoff?: Partial<BackoffPolicy>;
   /** What later messages of a key do once a message of that key is dead. Default `'hold'` (see {@link DeadKeyPolicy}). */
   readonly deadKeyPolicy?: DeadKeyPolicy;
   /**
@@ -66,11 +71,11 @@ export interface OutboxRelayOptions {
   readonly storeRetryDelayMs?: number;
 }
 
-/** The options with every default filled in. */
-export type ResolvedOutboxRelayOptions = Readonly<Required<OutboxRelayOptions>>;
+/** The options with every default filled in (`retryBackoff` with all its fields). */
+export type ResolvedOutboxRelayOptions = Readonly<Required<Omit<OutboxRelayOptions, 'retryBackoff'>>> & { readonly retryBackoff: Readonly<BackoffPolicy> };
 
 /** Defaults of {@link OutboxRelayOptions} (`extendIntervalMs` is derived from `leaseMs`). */
-export const OUTBOX_RELAY_DEFAULTS: Readonly<Omit<Required<OutboxRelayOptions>, 'extendIntervalMs'>> = Object.freeze({
+export const OUTBOX_RELAY_DEFAULTS: Readonly<Omit<ResolvedOutboxRelayOptions, 'extendIntervalMs'>> = Object.freeze({
   name: 'outbox-relay',
   batchSize: 100,
   leaseMs: 30_000,
@@ -109,7 +114,8 @@ const NAMES = OUTBOX_RELAY_OPTION_NAMES;
  */
 export function resolveRelayOptions(options: OutboxRelayOptions = {}): ResolvedOutboxRelayOptions {
   checkKnownOptions('OutboxRelay options', options, NAMES);
-  const o = { ...OUTBOX_RELAY_DEFAULTS, ...stripUndefined(options) };
+  const retryBackoff = resolveBackoffOption('retryBackoff', options.retryBackoff, OUTBOX_RELAY_DEFAULTS.retryBackoff);
+  const o = { ...OUTBOX_RELAY_DEFAULTS, ...stripUndefined(options), retryBackoff };
   if (typeof o.name !== 'string' || o.name.length === 0 || o.name.length > 64) throw new ConfigurationError(`name must be a string of 1 … 64 characters, got ${describeType(o.name)}`);
   int('batchSize', o.batchSize, 1, 10_000);
   int('leaseMs', o.leaseMs, 1000, 3_600_000);
@@ -123,9 +129,7 @@ export function resolveRelayOptions(options: OutboxRelayOptions = {}): ResolvedO
   int('statsIntervalMs', o.statsIntervalMs, 0, 3_600_000);
   int('storeRetryDelayMs', o.storeRetryDelayMs, 10, 600_000);
   if (o.deadKeyPolicy !== 'hold' && o.deadKeyPolicy !== 'continue') throw new ConfigurationError(`deadKeyPolicy must be 'hold' or 'continue', got ${describeType(o.deadKeyPolicy)}`);
-  const b = o.retryBackoff;
-  if (!b || typeof b !== 'object') throw new ConfigurationError(`retryBackoff must be { initialDelayMs, maxDelayMs, multiplier, jitter }, got ${describeType(b)}`);
-  checkKnownOptions('retryBackoff', b, ['initialDelayMs', 'maxDelayMs', 'multiplier', 'jitter']);
+  const b = retryBackoff;
   int('retryBackoff.initialDelayMs', b.initialDelayMs, 0, 86_400_000);
   int('retryBackoff.maxDelayMs', b.maxDelayMs, b.initialDelayMs, 86_400_000);
   if (typeof b.multiplier !== 'number' || !(b.multiplier >= 1) || b.multiplier > 100) throw new ConfigurationError(`retryBackoff.multiplier must be a number in [1, 100], got ${describeType(b.multiplier)}`);

@@ -102,6 +102,20 @@ describe('OutboxRelay construction', () => {
     expect(() => new OutboxRelay({ store, publisher, batchSize: 10 } as never)).toThrow(/"batchSize" is an option, not a dependency: pass options as the second argument/);
   });
 
+  test('retryBackoff may set only some fields; the others come from the defaults', () => {
+    const relay = new OutboxRelay({ store, publisher }, { retryBackoff: { initialDelayMs: 200, maxDelayMs: 400 } });
+    expect(relay.options.retryBackoff).toEqual({ initialDelayMs: 200, maxDelayMs: 400, multiplier: 2, jitter: 0.2 });
+    expect(new OutboxRelay({ store, publisher }, { retryBackoff: { jitter: 0 } }).options.retryBackoff).toEqual({ initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0 });
+    expect(new OutboxRelay({ store, publisher }, { retryBackoff: {} }).options.retryBackoff).toEqual({ initialDelayMs: 1000, maxDelayMs: 60_000, multiplier: 2, jitter: 0.2 });
+  });
+
+  test('retryBackoff: an unknown field or a value out of range is still a ConfigurationError naming it', () => {
+    expect(() => new OutboxRelay({ store, publisher }, { retryBackoff: { initialDelay: 5 } } as never)).toThrow(/retryBackoff: unknown option "initialDelay" \(did you mean "initialDelayMs"\?\)/);
+    expect(() => new OutboxRelay({ store, publisher }, { retryBackoff: { multiplier: 0.5 } })).toThrow(/retryBackoff\.multiplier/);
+    expect(() => new OutboxRelay({ store, publisher }, { retryBackoff: { initialDelayMs: 5000, maxDelayMs: 400 } })).toThrow(/retryBackoff\.maxDelayMs/);
+    expect(() => new OutboxRelay({ store, publisher }, { retryBackoff: 1000 } as never)).toThrow(ConfigurationError);
+  });
+
   test('defaults: extendIntervalMs is a third of leaseMs', () => {
     expect(new OutboxRelay({ store, publisher }, { leaseMs: 9000 }).options.extendIntervalMs).toBe(3000);
   });

@@ -233,6 +233,49 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
     expect((await f.drain()).length).toBe(1);
   });
 
+  test('runConsumers([relay]): the relay logs one info line when its start() completes, naming itself, its outbox table, its brokers and its concurrency', async () => {
+    const relay = f.relay({}, { name: 'start-line-relay', batchSize: 20, keyConcurrency: 5, claimConcurrency: 3 });
+    const runner = await runConsumers([relay], { signals: [], exitProcess: false, logger: f.logger });
+    const started = f.logger.lines.filter((l) => /relay started/.test(l.msg ?? ''));
+    expect(started).toEqual([
+      {
+        level: 'info',
+        msg: 'twophase: outbox relay started',
+        obj: {
+          relay: 'start-line-relay',
+          outbox: { store: 'postgresql', schema: f.schema, table: `${f.schema}.twophase_outbox` },
+          systems: ['rabbitmq'],
+          listening: false,
+          batchSize: 20,
+          claimConcurrency: 3,
+          keyConcurrency: 5,
+          pollIntervalMs: 50,
+        },
+      },
+    ]);
+    await runner.stop();
+    expect(f.logger.lines.filter((l) => /relay started/.test(l.msg ?? ''))).toHaveLength(1);
+  });
+
+  test('a relay given no logger writes its start line on stderr, as a consumer does', async () => {
+    const written: string[] = [];
+    const write = jest.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      written.push(chunk.toString());
+      return true;
+    });
+    try {
+      const relay = f.relay({ logger: undefined }, { name: 'default-logger-relay' });
+      await relay.start();
+      await relay.stop();
+    } finally {
+      write.mockRestore();
+    }
+    const lines = written.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.filter((l) => l.msg === 'twophase: outbox relay started')).toEqual([
+      expect.objectContaining({ level: 'info', relay: 'default-logger-relay', outbox: { store: 'postgresql', schema: f.schema, table: `${f.schema}.twophase_outbox` }, systems: ['rabbitmq'] }),
+    ]);
+  });
+
   test('PostgreSQL unreachable: claims fail, the relay logs once and retries; once it answers, the messages are published', async () => {
     const proxy = new CuttableProxy(pgConfig().host!, Number(pgConfig().port));
     const port = await proxy.listen();

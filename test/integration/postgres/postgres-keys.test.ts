@@ -6,7 +6,7 @@ import { namespaceKey } from '../../../src';
 import { diagnoseKey, PostgresClaimer, purgeExpired } from '../../../adapters/postgres';
 import { runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
-import { freshSchema, pgUrl, type SchemaFixture } from './support/pg-helpers';
+import { freshSchema, pgUrl, type SchemaFixture, uniqueSchema } from './support/pg-helpers';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -53,6 +53,25 @@ describeWithServices(['postgres'], 'twophase keys diagnose / purge (postgres)', 
     out.length = 0;
     expect(await runCli(['keys', 'diagnose', '--store', 'mysql', '--key', 'x'], { io })).toBe(2);
     expect(await runCli(['keys', 'diagnose', '--store', 'postgres', '--prefix', 'p', '--key', 'x'], { io })).toBe(2);
+  });
+
+  test('CLI diagnose on a schema not migrated: the hint carries the same --schema (and --url), and running it as printed makes diagnose work', async () => {
+    const schema = uniqueSchema('keys_unmigrated');
+    const err: string[] = [];
+    const io = { stdout: () => undefined, stderr: (t: string) => void err.push(t) };
+    try {
+      expect(await runCli(['keys', 'diagnose', '--store', 'postgres', '--url', pgUrl(), '--schema', schema, '--key', 'k'], { io, env: {} })).toBe(1);
+      expect(err.join('')).toContain(`run \`twophase postgres migrate --url ${pgUrl()} --schema ${schema}\``);
+      err.length = 0;
+      // The URL from the environment: the hint needs no --url, still the --schema.
+      expect(await runCli(['keys', 'diagnose', '--store', 'postgres', '--schema', schema, '--key', 'k'], { io, env: { DATABASE_URL: pgUrl() } })).toBe(1);
+      expect(err.join('')).toContain(`run \`twophase postgres migrate --schema ${schema}\``);
+      const printed = /`(twophase postgres migrate [^`]*)`/.exec(err.join(''))![1]!.split(' ');
+      expect(await runCli(printed.slice(1), { io, env: { DATABASE_URL: pgUrl() } })).toBe(0);
+      expect(await runCli(['keys', 'diagnose', '--store', 'postgres', '--schema', schema, '--key', 'k'], { io, env: { DATABASE_URL: pgUrl() } })).toBe(0);
+    } finally {
+      await f.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    }
   });
 
   test('purge deletes only rows expired long enough, in bounded batches, and reports counts; --dry-run deletes nothing', async () => {
