@@ -247,6 +247,7 @@ async function floor(run: number, store: 'memory' | Redis, prefix: string): Prom
 async function floorPlatformatic(run: number, store: 'memory' | Redis, prefix: string): Promise<RunResult> {
   const effects = new Effects();
   const claims = new Map<string, number>();
+  const pending: Promise<unknown>[] = [];
   const consumer = new PlatformaticConsumer({ clientId: 'bench-floor-platformatic', bootstrapBrokers: args.brokers, groupId: `bench-floor-platformatic-${tag}-${run}-${store === 'memory' ? 'm' : 'r'}`, maxWaitTime: 250 });
   const started = performance.now();
   const stream = await consumer.consume({ topics: [topic], mode: 'earliest', autocommit: true });
@@ -261,14 +262,18 @@ async function floorPlatformatic(run: number, store: 'memory' | Redis, prefix: s
       return;
     }
     const redisKey = `${prefix}:{${key}}`;
-    void store.set(redisKey, 'leased', 'PX', 30_000, 'NX').then((reply) => {
-      if (reply !== 'OK') return;
-      const body = JSON.parse((message.value as Buffer).toString('utf8')) as { id: string };
-      effects.apply(body.id);
-      return store.set(redisKey, 'done', 'PX', 600_000);
-    });
+    pending.push(
+      store.set(redisKey, 'leased', 'PX', 30_000, 'NX').then((reply) => {
+        if (reply !== 'OK') return;
+        const body = JSON.parse((message.value as Buffer).toString('utf8')) as { id: string };
+        effects.apply(body.id);
+        return store.set(redisKey, 'done', 'PX', 600_000);
+      }),
+    );
   });
   await waitDone(effects);
+  // The last commits are still in flight when the last effect is applied.
+  await Promise.all(pending);
   await stream.close();
   await consumer.close(true);
   return result(effects, started);
@@ -355,7 +360,7 @@ async function main(): Promise<void> {
           const pipelined = new Redis({ host: '127.0.0.1', port: args.redisPort, maxRetriesPerRequest: 1, enableAutoPipelining: true });
           const before = await sampleRedisServer(redis);
           r = withServerCost(await floorPlatformatic(run, pipelined, prefix), serverDelta(before, await sampleRedisServer(redis)));
-          pipelined.disconnect();
+          await pipelined.quit();
           await deleteKeys(redis, `${prefix}:*`);
         }
         else if (variant === 'memory') r = await twophase(run, new InMemoryClaimer(), 'memory');
