@@ -4,7 +4,7 @@
  */
 import type { ClientBase, Pool } from 'pg';
 import { ConfigurationError, type JsonValue } from '../../src';
-import { toClaimerError } from './errors';
+import { SchemaMismatchError, toClaimerError } from './errors';
 import { DEFAULT_SCHEMA, quoteIdentifier } from './identifiers';
 import { keyDigests, sha256 } from './key-digest';
 import { storedResult } from './stored-outcome';
@@ -96,6 +96,8 @@ export interface PurgeReport {
  * Deletes expired rows of the inbox tables and the attempt counts, in batches of `batchSize`
  * (each its own auto-committed DELETE, skipping rows another transaction holds), until none is
  * left. Processing rows are purged only once their lease ended more than `olderThanMs` ago.
+ * @throws SchemaMismatchError when the schema has none of the twophase tables (never migrated)
+ * @throws ClaimerUnavailableError when PostgreSQL cannot be reached
  */
 export async function purgeExpired(db: PostgresQueryable, options: PurgeOptions = {}): Promise<PurgeReport> {
   const schema = quoteIdentifier('schema', options.schema ?? DEFAULT_SCHEMA);
@@ -128,6 +130,12 @@ export async function purgeExpired(db: PostgresQueryable, options: PurgeOptions 
     }
   } catch (error) {
     throw toClaimerError(error, 'purge');
+  }
+  // No table at all: a schema never migrated (or misspelled), not an empty one.
+  if (Object.keys(tables).length === 0) {
+    throw new SchemaMismatchError(`purge: schema ${schema} has none of the twophase tables (twophase_inbox, twophase_tenant_inbox, twophase_attempts); run \`twophase postgres migrate\``, [
+      `schema ${schema}: never migrated, or not the schema your claimers use`,
+    ]);
   }
   return { dryRun: options.dryRun === true, olderThanMs, tables };
 }

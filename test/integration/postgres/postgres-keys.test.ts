@@ -3,7 +3,7 @@
  * and expired rows deleted in bounded batches with counts.
  */
 import { namespaceKey } from '../../../src';
-import { diagnoseKey, PostgresClaimer, purgeExpired } from '../../../adapters/postgres';
+import { diagnoseKey, PostgresClaimer, purgeExpired, SchemaMismatchError } from '../../../adapters/postgres';
 import { runCli } from '../../../adapters/cli';
 import { describeWithServices } from '../../support/services';
 import { freshSchema, pgUrl, type SchemaFixture, uniqueSchema } from './support/pg-helpers';
@@ -72,6 +72,17 @@ describeWithServices(['postgres'], 'twophase keys diagnose / purge (postgres)', 
     } finally {
       await f.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     }
+  });
+
+  test('CLI purge on a schema not migrated (a misspelled --schema): exit 1 with the migrate hint for that schema, not "nothing to purge"', async () => {
+    const schema = uniqueSchema('keys_purge_unmigrated');
+    const out: string[] = [];
+    const io = { stdout: (t: string) => void out.push(t), stderr: (t: string) => void out.push(t) };
+    expect(await runCli(['keys', 'purge', '--store', 'postgres', '--url', pgUrl(), '--schema', schema], { io, env: {} })).toBe(1);
+    expect(out.join('')).not.toContain('nothing to purge');
+    expect(out.join('')).toContain(`none of the twophase tables`);
+    expect(out.join('')).toContain(`--schema ${schema}`);
+    await expect(purgeExpired(f.pool, { schema })).rejects.toBeInstanceOf(SchemaMismatchError);
   });
 
   test('purge deletes only rows expired long enough, in bounded batches, and reports counts; --dry-run deletes nothing', async () => {
