@@ -98,12 +98,17 @@ export class DeliverySettler implements Settler {
 
   /** The tier a requeue of `delayMs` waits in (0 when it goes straight back to the work queue). */
   requeueDelay(delayMs: number, info: RequeueInfo): number {
-    return this.tierOf(delayMs, info) ?? 0;
+    return this.tierOf(delayMs, this.attemptsAfter(info)) ?? 0;
   }
 
-  private tierOf(delayMs: number, info: RequeueInfo): number | undefined {
+  /** The attempts the requeued copy carries. */
+  private attemptsAfter(info: RequeueInfo): number {
     const prior = priorAttempts(this.message.properties.headers, this.context, this.message.fields) ?? 0;
-    const attempts = attemptsAfterRequeue(info.cause, info.attempt, prior);
+    return attemptsAfterRequeue(info.cause, info.attempt, prior);
+  }
+
+  /** The delay tier of a requeue of `delayMs` whose copy carries `attempts`; undefined: straight to the work queue. */
+  private tierOf(delayMs: number, attempts: number): number | undefined {
     // A copy that carries attempts goes through a delay queue even for a 0 ms delay (the
     // shortest tier): only the broker's dead-letter history from a delay queue makes the next
     // delivery trust its `twophase-attempts`.
@@ -114,9 +119,8 @@ export class DeliverySettler implements Settler {
     if (!this.claim('requeue')) return;
     try {
       this.assertOpen('requeue');
-      const prior = priorAttempts(this.message.properties.headers, this.context, this.message.fields) ?? 0;
-      const attempts = attemptsAfterRequeue(info.cause, info.attempt, prior);
-      const tier = this.tierOf(delayMs, info);
+      const attempts = this.attemptsAfter(info);
+      const tier = this.tierOf(delayMs, attempts);
       const routingKey = tier === undefined ? this.context.queue : delayQueueName(this.context.queue, tier);
       try {
         // Through the default exchange: only the work queue (or its delay queue) gets the copy,
