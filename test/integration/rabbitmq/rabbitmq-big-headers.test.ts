@@ -61,6 +61,8 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
     expect(dead!.properties.headers).toMatchObject({ [HEADERS.reason]: 'invalid_key', [HEADERS.originalQueue]: queue });
     expect(dead!.properties.headers?.['idempotency-key']).toBeUndefined();
     expect(String(dead!.properties.headers?.['twophase-headers-dropped']).split(',').sort()).toEqual(['idempotency-key', 'note']);
+    // The broker routes the copy before its publisher confirm reaches the source, which counts on the confirm.
+    await waitFor(() => source.stats.rejects === 1, { what: 'the reject counted once its publish was confirmed' });
     expect(source.stats).toMatchObject({ strippedDeadLetters: 1, rejects: 1, publishFailures: 0, fallbackNacks: 0 });
     // Nothing went back to the work queue, and the channel still acks.
     await h.admin.publish('', queue, { ok: true }, { messageId: 'ok-1' });
@@ -81,6 +83,7 @@ describeWithServices(['rabbitmq'], 'RabbitMQ: oversized headers', () => {
     const [dead] = await h.admin.drain(`${queue}.dlq`);
     expect(dead!.properties.headers?.[HEADERS.reason]).toBe('missing_key');
     expect(dead!.properties.headers?.['twophase-headers-dropped']).toBe('meta');
+    await waitFor(() => source.stats.rejects === 1, { what: 'the reject counted once its publish was confirmed' });
     expect(source.stats).toMatchObject({ deliveries: 1, strippedDeadLetters: 1, fallbackNacks: 0 });
   });
 });
