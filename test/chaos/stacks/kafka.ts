@@ -106,6 +106,7 @@ export async function runKafkaStack(spec: StackSpec, runId: string, seed: number
       }
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
+    if (!drained) process.stdout.write(await describeStall(admin, topic, groupId, pool));
   } finally {
     await pool.close();
     await producer.disconnect().catch(() => undefined);
@@ -127,6 +128,22 @@ export async function runKafkaStack(spec: StackSpec, runId: string, seed: number
     drained,
     elapsedMs: Date.now() - startedAt,
   };
+}
+
+/** What a run that did not drain left behind: each partition's lag, the group's members and assignment, each worker's state. */
+async function describeStall(admin: ReturnType<Kafka['admin']>, topic: string, groupId: string, pool: WorkerPool): Promise<string> {
+  const [high, [committed], groups] = await Promise.all([
+    admin.fetchTopicOffsets(topic),
+    admin.fetchOffsets({ groupId, topics: [topic] }),
+    admin.describeGroups([groupId]).catch((error: unknown) => ({ groups: [], error: String(error) })),
+  ]);
+  const done = new Map((committed?.partitions ?? []).map((p) => [p.partition, p.offset]));
+  const lines = ['  stall: lag by partition ' + high.map((p) => `${p.partition}: high ${p.high}, committed ${done.get(p.partition) ?? 'none'}`).join('; ')];
+  for (const g of groups.groups) {
+    lines.push(`  stall: group ${g.state}, protocol ${g.protocolType}/${g.protocol}, ${g.members.length} members: ${g.members.map((m) => m.clientId).join(', ')}`);
+  }
+  lines.push(`  stall: workers ${pool.describe()}`);
+  return lines.join('\n') + '\n';
 }
 
 /** Reads the dead-letter topic from the beginning up to its high watermarks. */

@@ -99,6 +99,11 @@ export class WorkerPool {
     return total;
   }
 
+  /** Each live worker's state, for a run that did not drain. */
+  describe(): string {
+    return this.live.map((w) => `${w.id} ready=${w.ready} consuming=${w.consuming} inFlight=${w.inFlight}`).join('; ') || 'none live';
+  }
+
   /** True when every live worker is ready and idle. */
   idle(): boolean {
     const live = this.live;
