@@ -87,7 +87,7 @@ export class PortLease<Tx> implements LeaseOperations {
 
   constructor(
     private readonly session: ClaimSession,
-    port: TransactionPort<Tx>,
+    private readonly port: TransactionPort<Tx>,
     tx: Tx,
     private readonly digests: KeyDigests,
     private readonly key: string,
@@ -104,7 +104,7 @@ export class PortLease<Tx> implements LeaseOperations {
     try {
       await this.ended;
     } catch (caught) {
-      throw commitError(what, caught);
+      throw commitError(what, caught, this.port as TransactionPort<unknown>);
     }
     if (!this.kept) this.session.logger.warn({ key: this.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
     return 'ok';
@@ -133,7 +133,10 @@ export class PortLease<Tx> implements LeaseOperations {
 }
 
 /** The {@link TransactionAbortedError} of a library transaction that did not commit. */
-function commitError(what: string, caught: unknown): TransactionAbortedError {
+function commitError(what: string, caught: unknown, port: TransactionPort<unknown>): TransactionAbortedError {
+  const failed = caught instanceof CompletionFailure ? caught.error : caught;
+  const closedByLibrary = port.rolledBackBy?.(failed);
+  if (closedByLibrary !== undefined) return new TransactionAbortedError(`${what}: the transaction did not commit (${closedByLibrary}); nothing was applied`, { cause: failed });
   if (caught instanceof CompletionFailure) {
     const cause = driverError(caught.error);
     const reason =
@@ -143,15 +146,28 @@ function commitError(what: string, caught: unknown): TransactionAbortedError {
     return new TransactionAbortedError(`${what}: the transaction did not commit (${reason}); nothing was applied`, { cause });
   }
   const cause = driverError(caught);
-  return new TransactionAbortedError(
-    `${what}: the transaction did not commit (${errorText(cause)}); ` +
-      (sqlState(cause) === undefined ? 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once' : 'nothing was applied'),
-    { cause },
-  );
+  return new TransactionAbortedError(`${what}: the transaction did not commit (${errorText(cause)}); ${sqlState(cause) === undefined && !neverSent(cause) ? MAY_HAVE_COMMITTED : 'nothing was applied'}`, { cause });
 }
 
+const MAY_HAVE_COMMITTED = 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once';
+
+/**
+ * node-postgres refuses a query on a client whose connection had already failed or was closed
+ * ("Client has encountered a connection error and is not queryable", "Client was closed and is
+ * not queryable") without sending it: a COMMIT refused so never reached the server, and the
+ * server rolls back a transaction whose session ended.
+ */
+function neverSent(error: unknown): boolean {
+  return error instanceof Error && / and is not queryable$/.test(error.message);
+}
+
+/**
+ * The error's message, without a library's call-site header: Prisma starts its messages with
+ * "Invalid `prisma.$queryRawUnsafe()` invocation:", which names twophase's own statement call.
+ */
 function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  const text = error instanceof Error ? error.message : String(error);
+  return text.replace(/^\s*Invalid `[^`]*` invocation:\s*/, '');
 }
 
 /**

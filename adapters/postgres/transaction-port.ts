@@ -59,6 +59,13 @@ export interface TransactionPort<Tx> {
   transaction<T>(work: (tx: Tx) => Promise<T>, limits: TransactionLimits): Promise<T>;
   /** Sends one statement (`$n` placeholders bound to `values`) inside `tx`; resolves with its rows. */
   query(tx: Tx, text: string, values: readonly unknown[]): Promise<readonly SqlRow[]>;
+  /**
+   * Optional: when `error` (thrown by `query` or `transaction`) shows that the library itself
+   * ended the transaction without committing it (Prisma closing an interactive transaction whose
+   * timer ran out), a short reason in twophase's words; `undefined` for any other error. A commit
+   * that fails with such an error is reported as "nothing was applied", with this reason.
+   */
+  rolledBackBy?(error: unknown): string | undefined;
   /** Optional: the library's transaction object built over a `pg` client (see the file header). */
   readonly overPoolClient?: PoolClientTransactions<Tx>;
 }

@@ -89,4 +89,20 @@ class PrismaTransactionPort<Tx> implements TransactionPort<Tx> {
   query(tx: Tx, text: string, values: readonly unknown[]): Promise<readonly SqlRow[]> {
     return (tx as unknown as PrismaCalls<Tx>).$queryRawUnsafe<SqlRow[]>(text, ...values);
   }
+
+  /**
+   * Prisma's P2028 ("Transaction API error") for an expired interactive transaction: Prisma's
+   * timer (`limits.timeoutMs`) ran out, and Prisma rolled the transaction back. Its own message
+   * names the call twophase made and advises raising Prisma's timeout; the reason given instead
+   * names the claim's lease.
+   */
+  rolledBackBy(error: unknown): string | undefined {
+    const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+    if (code !== 'P2028' || typeof message !== 'string' || !/expired transaction/.test(message)) return undefined;
+    const timeout = /timeout for this transaction was (\d+) ms/.exec(message)?.[1];
+    return (
+      `Prisma closed the interactive transaction when its timer${timeout === undefined ? '' : ` (${timeout} ms)`} ran out, and rolled it back; ` +
+      'the timer is the claim\'s lease plus operationTimeoutMs: to give a handler more time, raise leaseTtlMs'
+    );
+  }
 }

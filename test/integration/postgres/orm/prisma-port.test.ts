@@ -7,7 +7,8 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { ConfigurationError } from '../../../../src';
+import { ConfigurationError, silentLogger } from '../../../../src';
+import { PostgresClaimer, TransactionAbortedError } from '../../../../adapters/postgres';
 import { prismaTransactions } from '../../../../adapters/postgres/orm/prisma';
 import { PrismaClient } from '../../../support/prisma/generated/client';
 import { describeWithServices } from '../../../support/services';
@@ -44,6 +45,40 @@ describeWithServices(['postgres'], 'twophase/prisma', () => {
       }, { timeoutMs: 8000, maxWaitMs: 2000 });
       expect(long).toBe(1);
       expect(await effectCount(f.pool, f.schema, 't2')).toBe(1);
+    } finally {
+      await prisma.$disconnect();
+      await f.cleanup();
+    }
+  });
+
+  test("a handler busy past Prisma's timer (the lease plus operationTimeoutMs): the commit rejects with TransactionAbortedError naming the lease, in twophase's words; nothing is applied", async () => {
+    const f = await freshSchema('orm_more_prisma_expired');
+    const prisma = prismaOn(f.schema);
+    try {
+      await createEffectTable(f.pool, f.schema);
+      const claimer = new PostgresClaimer({ pool: f.pool, logger: silentLogger, transactions: prismaTransactions(prisma) }, { schema: f.schema, mode: 'transactional', operationTimeoutMs: 1000 });
+      await prisma.$queryRawUnsafe('SELECT 1'); // connected before the claim's 1000 ms wait starts
+      const claim = await claimer.claim('busy-1', { leaseTtlMs: 400, doneTtlMs: 60_000 });
+      if (claim.state !== 'acquired') throw new Error(`expected acquired, got ${claim.state}`);
+      const tx = claim.receipt.transaction as PrismaTx;
+      await tx.effect.create({ data: { key: 'busy-1', amount: 1 } });
+      // Short statements back to back: never idle for the lease, no statement as long as it, so
+      // the server's timeouts stay quiet and Prisma's 1400 ms timer is what ends the transaction.
+      // The handler stops at its first failed statement (Prisma refusing the expired transaction).
+      const until = Date.now() + 3000;
+      let failed: unknown;
+      while (failed === undefined && Date.now() < until) await tx.$queryRawUnsafe('SELECT 1 AS one FROM pg_sleep(0.05)').catch((error: unknown) => (failed = error));
+      expect(failed).toBeDefined();
+      const late = await claim.receipt.commit().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(late).toBeInstanceOf(TransactionAbortedError);
+      const message = (late as Error).message;
+      expect(message).toMatch(/^commit of "busy-1": the transaction did not commit \(Prisma closed the interactive transaction when its timer \(1400 ms\) ran out/);
+      expect(message).toMatch(/raise leaseTtlMs\); nothing was applied$/);
+      expect(message).not.toMatch(/queryRawUnsafe|interactive transaction timeout/);
+      expect(await effectCount(f.pool, f.schema, 'busy-1')).toBe(0);
     } finally {
       await prisma.$disconnect();
       await f.cleanup();
