@@ -5,7 +5,7 @@
 import { TwophaseError, type TwophaseErrorCode } from '../../src';
 
 /** Codes of the adapter's errors. */
-export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED' | 'CHUNK_ROLLED_BACK' | 'BROKER_UNAVAILABLE';
+export type KafkaErrorCode = 'DEAD_LETTER_FAILED' | 'PARTITION_REVOKED' | 'SOURCE_STOPPED' | 'CHUNK_ROLLED_BACK' | 'BROKER_UNAVAILABLE' | 'GROUP_PROTOCOL_MISMATCH';
 
 /**
  * Base of the adapter's errors. The core's `TwophaseErrorCode` union does not list adapter codes;
@@ -80,6 +80,37 @@ export class KafkaUnavailableError extends KafkaAdapterError {
     options?: { cause?: unknown },
   ) {
     super('BROKER_UNAVAILABLE', `could not reach the Kafka brokers ${brokers.length > 0 ? brokers.join(', ') : '(unknown)'}: ${reason}`, { cause: options?.cause, retriable: true });
+  }
+}
+
+/**
+ * The broker refused this member's join of a classic consumer group with
+ * `INCONSISTENT_GROUP_PROTOCOL`: a member already in the group (a live one, or one killed whose
+ * session has not timed out) offers none of the assignor names this member offers. kafkajs names
+ * its assignor `RoundRobinAssigner` and @platformatic/kafka `roundrobin`, so members of the two
+ * clients cannot share a classic group. Thrown by `KafkaSource.start()` (through `ConsumerBase.start()`)
+ * on @platformatic/kafka with `groupProtocol: 'classic'`; the source is closed.
+ *
+ * Retriable: the same start succeeds once the group's other members are gone. The message names
+ * the fixes: stop the other client's members first (or wait out a killed member's session
+ * timeout), or start the new members with `groupProtocol: 'consumer'` (KIP-848), which the broker
+ * lets join a classic group that has members (it converts the group; docs/kafka.md).
+ */
+export class KafkaGroupProtocolError extends KafkaAdapterError {
+  constructor(
+    /** The group whose join was refused. */
+    readonly groupId: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      'GROUP_PROTOCOL_MISMATCH',
+      `the broker refused this member's join of consumer group ${groupId} (INCONSISTENT_GROUP_PROTOCOL): a member of the group offers none of this member's ` +
+        'assignor names under the classic protocol (this @platformatic/kafka member offers roundrobin, a kafkajs member RoundRobinAssigner); ' +
+        'a member that died counts until its session timeout ends. Fix: stop the group\'s members of the other client first (or wait out the session timeout ' +
+        "of a killed one), or, for a rolling deploy from kafkajs, start the new members with groupProtocol: 'consumer' " +
+        "(platformaticClient(connection, { groupProtocol: 'consumer' }); Kafka 4.0 or later, with the broker's group.consumer.migration.policy allowing upgrades, as its default does)",
+      { cause: options?.cause, retriable: true },
+    );
   }
 }
 

@@ -33,7 +33,7 @@ export {
 } from './options';
 export { KeyedProducer, withIdempotencyKey, type KeyedMessage } from './producer';
 export { HEADERS, deadLetterRecord, messageIdOf, readCount, readHeader, replayRecord, type RecordOrigin, type ReplayPlan } from './headers';
-export { ChunkRolledBackError, DeadLetterError, KafkaAdapterError, KafkaUnavailableError, PartitionRevokedError, type KafkaErrorCode } from './errors';
+export { ChunkRolledBackError, DeadLetterError, KafkaAdapterError, KafkaGroupProtocolError, KafkaUnavailableError, PartitionRevokedError, type KafkaErrorCode } from './errors';
 export { kafkajsClient } from './kafkajs-client';
 export {
   platformaticClient,

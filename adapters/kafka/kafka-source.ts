@@ -263,6 +263,8 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
    *   `none`; nothing is created then), when a dead-letter topic is missing and
    *   `deadLetterTopicCheck` is `exists`, or when called twice
    * @throws the client's error when the broker cannot be reached
+   * @throws KafkaGroupProtocolError on @platformatic/kafka with the classic protocol when the broker
+   *   refuses the join with INCONSISTENT_GROUP_PROTOCOL (a kafkajs member is in the group)
    * @throws ShutdownError when `close()` was called before it finished (everything it connected is disconnected)
    */
   async start(sink: DeliverySink, startOptions: SourceStartOptions): Promise<void> {

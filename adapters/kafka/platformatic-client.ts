@@ -26,6 +26,8 @@
  *   comes back it starts at the group's committed offset (or the reset policy).
  * - **Per-partition pause.** Records of a paused partition are held back (in order) and
  *   delivered on resume; when more than `maxHeldRecords` are held, the whole stream pauses.
+ * - **A typed refusal of a classic join.** `INCONSISTENT_GROUP_PROTOCOL` (another client's
+ *   assignor names in the group) becomes a {@link KafkaGroupProtocolError} naming the fixes.
  */
 import type {
   Admin as PlatformaticAdmin,
@@ -54,6 +56,7 @@ import type {
   TopicPartition,
   TopicPartitionOffset,
 } from './client';
+import { KafkaGroupProtocolError } from './errors';
 
 /** The package name, as users install it. */
 export const PLATFORMATIC_KAFKA = '@platformatic/kafka';
@@ -147,6 +150,9 @@ function loadPlatformatic(version = process.version): PlatformaticModule {
  * const client = platformaticClient({ clientId: 'billing', bootstrapBrokers: ['127.0.0.1:9092'] }, { groupProtocol: 'consumer' });
  * const source = new KafkaSource({ client }, { topics: ['payments'], groupId: 'billing' });
  * ```
+ * With `groupProtocol: 'classic'`, a consumer whose join the broker refuses with
+ * `INCONSISTENT_GROUP_PROTOCOL` (a kafkajs member in the group) fails its start, or crashes on a
+ * later rejoin, with a {@link KafkaGroupProtocolError}.
  * @throws ConfigurationError when @platformatic/kafka is not installed, when Node is older than
  *   {@link PLATFORMATIC_NODE_RANGE}, or for an invalid option
  */
@@ -164,7 +170,8 @@ export function platformaticClient(connection: PlatformaticConnection, options: 
   if (!Number.isInteger(maxHeld) || maxHeld < 1) throw new ConfigurationError(`platformaticClient: maxHeldRecords must be a positive integer, got ${String(maxHeld)}`);
   const base = { ...connection, bootstrapBrokers: [...connection.bootstrapBrokers] };
   return {
-    consumer: (config) => new PlatformaticGroupConsumer(new kafka.Consumer(consumerOptions(base, config, protocol, options.groupRemoteAssignor)), maxHeld),
+    consumer: (config) =>
+      new PlatformaticGroupConsumer(new kafka.Consumer(consumerOptions(base, config, protocol, options.groupRemoteAssignor)), maxHeld, protocol === 'classic' ? config.groupId : undefined),
     producer: (config) => new PlatformaticRecordProducer(new kafka.Producer(producerOptions(base, config))),
     admin: () => new PlatformaticClusterAdmin(new kafka.Admin(base as never)),
   };
@@ -277,9 +284,14 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   private readonly rebalanceListeners = new Set<() => void>();
   private readonly crashListeners = new Set<(error: Error, restart: boolean) => void>();
 
+  /**
+   * @param classicGroupId the group id when the member joins with the classic protocol: a join
+   *   refused with INCONSISTENT_GROUP_PROTOCOL then becomes a {@link KafkaGroupProtocolError}
+   */
   constructor(
     private readonly consumer: PlatformaticConsumer<Buffer, Buffer, Buffer, Buffer>,
     private readonly maxHeld: number,
+    private readonly classicGroupId: string | undefined,
   ) {
     const check = () => this.checkAssignment();
     consumer.on('consumer:group:join', check);
@@ -303,19 +315,24 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   async run(eachBatch: (batch: FetchedBatch) => Promise<void>): Promise<void> {
     this.eachBatch = eachBatch;
     this.running = true;
-    const stream = await this.consumer.consume({
-      topics: this.topics,
-      mode: 'committed',
-      fallbackMode: this.fromBeginning ? 'earliest' : 'latest',
-      autocommit: false,
-    });
+    const stream = await this.consumer
+      .consume({
+        topics: this.topics,
+        mode: 'committed',
+        fallbackMode: this.fromBeginning ? 'earliest' : 'latest',
+        autocommit: false,
+      })
+      .catch((error: unknown) => {
+        throw this.typed(error);
+      });
     this.stream = stream;
     const check = () => this.checkAssignment();
     stream.on('fetch', check);
     stream.on('offsets', check);
     stream.on('error', (error: Error) => {
       if (!this.running) return;
-      for (const listener of this.crashListeners) listener(error, false);
+      const typed = this.typed(error) as Error;
+      for (const listener of this.crashListeners) listener(typed, false);
     });
     this.checkAssignment();
     stream.on('data', (message: Message<Buffer, Buffer, Buffer, Buffer>) => this.onMessage(message));
@@ -484,6 +501,12 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     };
   }
 
+  /** A classic join refused for another client's assignor names as a {@link KafkaGroupProtocolError}; any other error as it is. */
+  private typed(error: unknown): unknown {
+    if (this.classicGroupId === undefined || !brokerErrorIn(error, 'INCONSISTENT_GROUP_PROTOCOL')) return error;
+    return new KafkaGroupProtocolError(this.classicGroupId, { cause: error });
+  }
+
   private assignedNow(topic: string, partition: number): boolean {
     return (this.consumer.assignments ?? []).some((a) => a.topic === topic && a.partitions.includes(partition));
   }
@@ -511,6 +534,15 @@ class PlatformaticGroupConsumer implements GroupConsumer {
 function splitKey(k: string): [string, number] {
   const at = k.lastIndexOf(':');
   return [k.slice(0, at), Number(k.slice(at + 1))];
+}
+
+/** True when `error`, one of its aggregate members or causes, is the broker error `apiId` (e.g. INCONSISTENT_GROUP_PROTOCOL). */
+function brokerErrorIn(error: unknown, apiId: string, depth = 0): boolean {
+  if (!error || typeof error !== 'object' || depth > 5) return false;
+  const e = error as { apiId?: unknown; errors?: unknown; cause?: unknown };
+  if (e.apiId === apiId) return true;
+  if (Array.isArray(e.errors) && e.errors.some((inner) => brokerErrorIn(inner, apiId, depth + 1))) return true;
+  return brokerErrorIn(e.cause, apiId, depth + 1);
 }
 
 /** The first broker error in `error`, its aggregate members or causes, that the client will not retry. */

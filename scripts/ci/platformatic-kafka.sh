@@ -14,6 +14,7 @@ SUITES=(
   test/integration/kafka/kafka-keys.test.ts
   test/integration/kafka/kafka-batched-commit.test.ts
   test/integration/kafka/kafka-group.test.ts
+  test/integration/kafka/kafka-client-migration.test.ts
   test/conformance/kafka-source.test.ts
   test/integration/otel/kafka-otel.test.ts
   test/unit/platformatic-client.test.ts
