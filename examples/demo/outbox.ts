@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { Pool } from 'pg';
 import { ack, ConsumerBase, type Disposition, type HandlerContext, type Message, OutboxRelay, silentLogger } from '../../src';
-import { sleep as pause, type OutboxPublisher, type OutboxStore } from '../../src/adapter-kit';
+import { sleep as pause, type OutboxNotifier, type OutboxPublisher, type OutboxStore, type OutboxSubscription } from '../../src/adapter-kit';
 import { migrate, PostgresClaimer, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox } from '../../adapters/postgres';
 import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
 import { serviceSettings } from '../shared/env';
@@ -42,19 +42,31 @@ type CrashPoint = 'after_claim' | 'after_publish_before_confirm' | 'after_confir
 /** Never settles: what a call into a dead process looks like from the outside. */
 const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
 
-/** A relay that can die at a step: from then on, none of its store or broker calls returns. */
+/**
+ * A relay that can die at a step: from then on, none of its store or broker calls returns, and
+ * its LISTEN session ends, as a dead process's sessions do (a frozen one would keep a connection
+ * of the demo's pool for good).
+ */
 class CrashableRelay {
   dead = false;
   readonly relay: OutboxRelay;
+  private readonly subscriptions: OutboxSubscription[] = [];
 
   constructor(
     name: string,
     store: OutboxStore,
     publisher: OutboxPublisher,
-    notifier: PostgresOutboxNotifier,
+    notifier: OutboxNotifier,
     private readonly roll: () => CrashPoint | undefined,
     private readonly onCrash: (point: CrashPoint) => void,
   ) {
+    const endingNotifier: OutboxNotifier = {
+      listen: async (onNotify, onError) => {
+        const subscription = await notifier.listen(onNotify, onError);
+        this.subscriptions.push(subscription);
+        return subscription;
+      },
+    };
     const deadStore: OutboxStore = {
       ready: () => store.ready?.() ?? Promise.resolve(),
       claim: async (request) => {
@@ -85,7 +97,7 @@ class CrashableRelay {
       ...(publisher.classify ? { classify: (error: unknown) => publisher.classify!(error) } : {}),
     };
     this.relay = new OutboxRelay(
-      { store: deadStore, publisher: deadPublisher, notifier, logger: silentLogger },
+      { store: deadStore, publisher: deadPublisher, notifier: endingNotifier, logger: silentLogger },
       { name, batchSize: 50, leaseMs: 1000, pollIntervalMs: 200, retryBackoff: { initialDelayMs: 50, maxDelayMs: 500, multiplier: 2, jitter: 0.2 }, shutdownTimeoutMs: 1000, statsIntervalMs: 0 },
     );
   }
@@ -93,6 +105,7 @@ class CrashableRelay {
   private maybeCrash(point: CrashPoint): boolean {
     if (this.dead || this.roll() !== point) return false;
     this.dead = true;
+    for (const subscription of this.subscriptions) void subscription.close().catch(() => undefined);
     this.onCrash(point);
     return true;
   }
@@ -114,7 +127,7 @@ class ShippingConsumer extends ConsumerBase<Placed, { query(text: string, values
 
 export async function runOutboxDemo(o: OutboxDemoOptions): Promise<number> {
   const services = serviceSettings();
-  const pool = new Pool({ connectionString: process.env.TWOPHASE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: 24 });
+  const pool = new Pool({ connectionString: process.env.TWOPHASE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: 24, connectionTimeoutMillis: 30_000 });
   pool.on('error', () => undefined); // the producer's crashed sessions
   const schema = `demo_outbox_${randomBytes(3).toString('hex')}`;
   const queue = `demo.outbox.${schema}`;
@@ -234,7 +247,7 @@ export async function runOutboxDemo(o: OutboxDemoOptions): Promise<number> {
   const phantoms = [...applied.keys()].filter((id) => notCommitted.has(id)).length;
   const lost = [...committed].filter((id) => !applied.has(id)).length;
   const republished = deliveries - applied.size;
-  // The frozen relays still hold their LISTEN sessions: the pool is not waited for (the demo exits).
+  // The frozen relays' calls never return: the pool is not waited for (the demo exits).
   await pool.query(`SET lock_timeout = '5s'; DROP SCHEMA ${schema} CASCADE`).catch(() => undefined);
   void pool.end().catch(() => undefined);
   const ok = duplicates === 0 && phantoms === 0 && lost === 0 && quiet >= 3;
