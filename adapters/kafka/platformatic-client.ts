@@ -536,25 +536,38 @@ function splitKey(k: string): [string, number] {
   return [k.slice(0, at), Number(k.slice(at + 1))];
 }
 
+/** A broker error as @platformatic/kafka reports it: its API error name and whether the client retries it. */
+interface BrokerErrorShape {
+  readonly apiId?: unknown;
+  readonly canRetry?: unknown;
+  readonly errors?: unknown;
+  readonly cause?: unknown;
+}
+
+/**
+ * The first error in `error`, its aggregate members (`errors`) or causes (depth-first, at most 5
+ * levels) that `matches`; undefined when none does.
+ */
+function findBrokerError(error: unknown, matches: (e: BrokerErrorShape) => boolean, depth = 0): BrokerErrorShape | undefined {
+  if (!error || typeof error !== 'object' || depth > 5) return undefined;
+  const e = error as BrokerErrorShape;
+  if (matches(e)) return e;
+  for (const inner of Array.isArray(e.errors) ? e.errors : []) {
+    const found = findBrokerError(inner, matches, depth + 1);
+    if (found) return found;
+  }
+  return findBrokerError(e.cause, matches, depth + 1);
+}
+
 /** True when `error`, one of its aggregate members or causes, is the broker error `apiId` (e.g. INCONSISTENT_GROUP_PROTOCOL). */
-function brokerErrorIn(error: unknown, apiId: string, depth = 0): boolean {
-  if (!error || typeof error !== 'object' || depth > 5) return false;
-  const e = error as { apiId?: unknown; errors?: unknown; cause?: unknown };
-  if (e.apiId === apiId) return true;
-  if (Array.isArray(e.errors) && e.errors.some((inner) => brokerErrorIn(inner, apiId, depth + 1))) return true;
-  return brokerErrorIn(e.cause, apiId, depth + 1);
+function brokerErrorIn(error: unknown, apiId: string): boolean {
+  return findBrokerError(error, (e) => e.apiId === apiId) !== undefined;
 }
 
 /** The first broker error in `error`, its aggregate members or causes, that the client will not retry. */
-function refusalIn(error: unknown, depth = 0): { apiId: string } | undefined {
-  if (!error || typeof error !== 'object' || depth > 5) return undefined;
-  const e = error as { apiId?: unknown; canRetry?: unknown; errors?: unknown; cause?: unknown };
-  if (typeof e.apiId === 'string' && e.canRetry === false) return { apiId: e.apiId };
-  for (const inner of Array.isArray(e.errors) ? e.errors : []) {
-    const found = refusalIn(inner, depth + 1);
-    if (found) return found;
-  }
-  return refusalIn(e.cause, depth + 1);
+function refusalIn(error: unknown): { apiId: string } | undefined {
+  const found = findBrokerError(error, (e) => typeof e.apiId === 'string' && e.canRetry === false);
+  return found ? { apiId: found.apiId as string } : undefined;
 }
 
 /**
