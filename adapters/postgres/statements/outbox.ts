@@ -47,9 +47,12 @@ export function release(schema: string): string {
 
 /** Counts for health: pending, oldest pending age (ms), leased, dead by reason. */
 export function stats(schema: string): string {
-  return `SELECT
-            (SELECT count(*) FROM ${schema}.twophase_outbox WHERE state = 'pending')::bigint AS pending,
-            (SELECT COALESCE(floor(extract(epoch FROM clock_timestamp() - min(created_at)) * 1000), 0) FROM ${schema}.twophase_outbox WHERE state = 'pending')::bigint AS oldest_ms,
-            (SELECT count(*) FROM ${schema}.twophase_outbox WHERE state = 'pending' AND lease_owner IS NOT NULL AND lease_expires_at > clock_timestamp())::bigint AS leased,
-            (SELECT COALESCE(jsonb_object_agg(dead_reason, n), '{}'::jsonb) FROM (SELECT dead_reason, count(*) AS n FROM ${schema}.twophase_outbox WHERE state = 'dead' GROUP BY dead_reason) d) AS dead`;
+  // One pass over the table; the dead rows' reasons are gathered in it and counted afterwards.
+  return `SELECT pending, oldest_ms, leased,
+            (SELECT COALESCE(jsonb_object_agg(reason, n), '{}'::jsonb) FROM (SELECT reason, count(*) AS n FROM unnest(dead_reasons) reason GROUP BY reason) d) AS dead
+       FROM (SELECT count(*) FILTER (WHERE state = 'pending')::bigint AS pending,
+                    COALESCE(floor(extract(epoch FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')) * 1000), 0)::bigint AS oldest_ms,
+                    count(*) FILTER (WHERE state = 'pending' AND lease_owner IS NOT NULL AND lease_expires_at > clock_timestamp())::bigint AS leased,
+                    array_agg(dead_reason) FILTER (WHERE state = 'dead') AS dead_reasons
+               FROM ${schema}.twophase_outbox) a`;
 }
