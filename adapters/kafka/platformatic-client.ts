@@ -299,6 +299,10 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     consumer.on('consumer:group:rebalance', () => {
       for (const listener of this.rebalanceListeners) listener();
     });
+    // A failed rejoin (after a heartbeat found the member out of the group) is emitted on the
+    // consumer, and the member sends no more heartbeats: a crash. Without a listener, the
+    // EventEmitter would throw it as an uncaught exception and end the process.
+    consumer.on('error', (error: Error) => this.crashed(error));
   }
 
   async connect(): Promise<void> {
@@ -329,11 +333,7 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     const check = () => this.checkAssignment();
     stream.on('fetch', check);
     stream.on('offsets', check);
-    stream.on('error', (error: Error) => {
-      if (!this.running) return;
-      const typed = this.typed(error) as Error;
-      for (const listener of this.crashListeners) listener(typed, false);
-    });
+    stream.on('error', (error: Error) => this.crashed(error));
     this.checkAssignment();
     stream.on('data', (message: Message<Buffer, Buffer, Buffer, Buffer>) => this.onMessage(message));
   }
@@ -499,6 +499,13 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       isRunning: () => this.running,
       isStale: () => epoch !== this.epoch,
     };
+  }
+
+  /** Reports a fatal client error to the crash listeners (typed; no restart), while running. */
+  private crashed(error: Error): void {
+    if (!this.running) return;
+    const typed = this.typed(error) as Error;
+    for (const listener of this.crashListeners) listener(typed, false);
   }
 
   /** A classic join refused for another client's assignor names as a {@link KafkaGroupProtocolError}; any other error as it is. */

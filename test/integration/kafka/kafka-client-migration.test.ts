@@ -7,9 +7,13 @@
  *   nothing is lost, each key's effect happens once, order per partition and per entity holds;
  * - a kafkajs member and a @platformatic/kafka *classic* member in one group: the broker refuses
  *   the second one's JoinGroup (INCONSISTENT_GROUP_PROTOCOL) and its start fails with a
- *   {@link KafkaGroupProtocolError} naming the cause and the fixes.
+ *   {@link KafkaGroupProtocolError} naming the cause and the fixes; a classic member that finds
+ *   a kafkajs member leading the group when it rejoins (its own session ran out meanwhile) crashes
+ *   with the same error instead of rejoining forever.
  */
+import { spawn } from 'node:child_process';
 import type * as nodeModule from 'node:module';
+import { join } from 'node:path';
 import { ConfigResourceTypes } from 'kafkajs';
 import { ack, InMemoryClaimer } from '../../../src';
 import { KafkaGroupProtocolError, type KafkaSource } from '../../../adapters/kafka';
@@ -177,4 +181,50 @@ describeEachClient(['kafka'], 'Kafka: a kafkajs member and a @platformatic/kafka
     expect(oldSource.assignment.length).toBe(3);
     expect(oldSource.isConsuming()).toBe(true);
   });
+
+  test('a classic @platformatic/kafka member whose session ran out while a kafkajs member took the group: its rejoin is refused and the client port reports KafkaGroupProtocolError (no restart) instead of an uncaught exception ending the process', async () => {
+    const topic = await topics.create('mix-rejoin', 3);
+    const groupId = unique('mix-rejoin');
+    // The classic member in a process of its own, so it can be frozen (SIGSTOP) past its session.
+    const member = { client: row.name, clientId: 'classic-rejoin', groupId, topic, sessionTimeout: 6000 };
+    const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', join(__dirname, 'support', 'group-member-child.ts'), JSON.stringify(member)], {
+      cwd: join(__dirname, '..', '..', '..'),
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TS_NODE_TRANSPILE_ONLY: 'true' },
+    });
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => void (output += chunk.toString()));
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await waitFor(() => output.includes('joined') || child.exitCode !== null, { what: 'the classic member joined', timeoutMs: 60_000 });
+      expect(child.exitCode).toBeNull();
+
+      child.kill('SIGSTOP');
+      await waitFor(async () => (await admin.describeGroups([groupId])).groups[0]?.state === 'Empty', { what: 'the broker dropped the frozen member (session timeout)', timeoutMs: 30_000, intervalMs: 250 });
+      const oldSource = fastSource(kafka, { topics: [topic], groupId });
+      const oldMember = new TestConsumer({ name: groupId, claimer: new InMemoryClaimer(), source: oldSource }, async () => ack());
+      consumers.push(oldMember);
+      await oldMember.start();
+      await waitFor(() => oldSource.assignment.length === 3, { what: 'the kafkajs member owning the partitions', timeoutMs: 60_000 });
+
+      child.kill('SIGCONT');
+      await waitFor(() => output.includes('"crash"') || child.exitCode !== null, { what: 'the classic member reporting its refused rejoin', timeoutMs: 60_000, intervalMs: 100 });
+      // The process lives on: the crash reached the port's listener, not the process's uncaught handler.
+      expect(child.exitCode).toBeNull();
+      const line = output.split('\n').find((l) => l.startsWith('{"crash"'));
+      expect(line).toBeDefined();
+      const crash = (JSON.parse(line!) as { crash: { name: string; code: string; groupId: string; message: string; restart: boolean } }).crash;
+      expect(crash).toMatchObject({ name: 'KafkaGroupProtocolError', code: 'GROUP_PROTOCOL_MISMATCH', groupId, restart: false });
+      expect(crash.message).toContain('INCONSISTENT_GROUP_PROTOCOL');
+      expect(crash.message).toContain("groupProtocol: 'consumer'");
+      expect(oldSource.assignment.length).toBe(3);
+      expect(oldSource.isConsuming()).toBe(true);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+      await admin.disconnect();
+    }
+  }, 180_000);
 });

@@ -1,7 +1,8 @@
 /**
  * A consumer group member in a process of its own, on one client row of support/clients.ts: it
  * joins `groupId` on `topic` through the client port, prints `joined` on its first join, and
- * then holds every batch it is given without committing, until the parent kills it.
+ * then holds every batch it is given without committing, until the parent kills it. A crash the
+ * client port reports is printed as one JSON line: `{"crash":{"name","code","groupId","message","restart"}}`.
  *
  *   node -r ts-node/register/transpile-only group-member-child.ts '<json config>'
  */
@@ -26,6 +27,10 @@ async function main(): Promise<void> {
     if (said) return;
     said = true;
     process.stdout.write('joined\n');
+  });
+  consumer.onCrash((error, restart) => {
+    const { code, groupId } = error as Error & { code?: string; groupId?: string };
+    process.stdout.write(`${JSON.stringify({ crash: { name: error.name, code, groupId, message: error.message, restart } })}\n`);
   });
   await consumer.connect();
   await consumer.subscribe({ topics: [config.topic], fromBeginning: true });
