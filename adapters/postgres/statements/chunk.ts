@@ -59,7 +59,8 @@ export function beginAttempts(schema: string, keys: readonly AttemptKey[], retai
 /**
  * Steps 1–2 of the platform inbox in one simple query: every key's `twophase_begin_attempt`
  * (auto-committed: the COMMIT that follows ends its implicit transaction, so the counts and the
- * locks outlive a rollback of the chunk), then BEGIN, the limits as {@link beginChunk} sets them,
+ * locks outlive a rollback of the chunk), then BEGIN, the limits as {@link beginChunk} sets them
+ * (in one statement of three `set_config(…, true)`, which is `SET LOCAL`),
  * and one fencing token per key from the fence sequence (drawn for every key, used by the counted
  * ones). Answers: the begin rows (state, attempts, outcome, stored_fingerprint) in key order
  * first, the `fencing_token` rows last. A caller whose keys were none counted rolls the empty
@@ -71,7 +72,8 @@ export function attemptsAndBegin(schema: string, keys: readonly AttemptKey[], re
   const rows = keys.map((k, i) => `(${checkedLockId(k.lockId)}::bigint, ${literal(k.scope)}, ${literal(k.key)}, ${literal(k.fingerprint)}::bytea, ${i + 1})`).join(', ');
   return (
     `SELECT b.* FROM (VALUES ${rows}) AS r(lock_id, scope, k, fp, ord) CROSS JOIN LATERAL ${schema}.twophase_begin_attempt(r.lock_id, r.scope, r.k, r.fp, ${retainMs}) b ORDER BY r.ord; COMMIT; ` +
-    `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${leaseMs}; SET LOCAL statement_timeout = ${leaseMs}; SET LOCAL lock_timeout = ${lockMs}; ` +
+    // The three limits in one statement: set_config(…, true) is SET LOCAL.
+    `BEGIN; SELECT set_config('idle_in_transaction_session_timeout', '${leaseMs}', true), set_config('statement_timeout', '${leaseMs}', true), set_config('lock_timeout', '${lockMs}', true); ` +
     `SELECT nextval('${schema}.twophase_fence_seq') AS fencing_token FROM generate_series(1, ${keys.length})`
   );
 }
