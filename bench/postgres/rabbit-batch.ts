@@ -200,7 +200,9 @@ async function runBatch(sdk: Sdk, queue: string, pool: Pool, schema: string, led
 
 async function main(): Promise<void> {
   const pgConfig = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres' };
-  const pool = new Pool({ ...pgConfig, max: Math.max(...PREFETCHES) + 8 });
+  // Idle clients stay connected (idleTimeoutMillis 0): a backend that exits takes its CPU out of
+  // the server's /proc counters, which made the PostgreSQL CPU of a variant negative.
+  const pool = new Pool({ ...pgConfig, max: Math.max(...PREFETCHES) + 8, idleTimeoutMillis: 0 });
   const admin = await amqp.connect(AMQP_URL);
   const schema = `tp_rbatch_${process.pid}`;
   const baseSchema = `${schema}_base`;
