@@ -168,8 +168,8 @@ export async function claimChunk(session: ClaimSession, requests: readonly Claim
 
 /**
  * The platform inbox's chunk claim, one round trip (statements/chunk.ts `attemptsAndBegin`): every
- * key's advisory lock, done check and attempt count auto-committed, then BEGIN with the chunk's
- * limits and a fencing token per key. A counted key is acquired: its lock is its claim until the
+ * key's advisory lock, done check, attempt count and fencing token auto-committed, then BEGIN
+ * with the chunk's limits. A counted key is acquired: its lock is its claim until the
  * chunk ends, and its row is written completed by the chunk's commit. When no key was counted the
  * empty transaction is rolled back (one more round trip).
  */
@@ -195,8 +195,7 @@ async function claimPlatformChunk(
     if (remainingMs <= 0) throw new Error('deadline passed before sending');
     sent = true;
     const replies = (await borrowed.client.query({ text, query_timeout: Math.ceil(remainingMs) } as never)) as unknown as QueryResult[];
-    const begun = replies[0]!.rows as BeginAttemptRow[];
-    const fences = replies[replies.length - 1]!.rows as { fencing_token: string }[];
+    const begun = replies[0]!.rows as (BeginAttemptRow & { fencing_token: string })[];
     const chunk = new ChunkTransaction(session, borrowed, []);
     let members = 0;
     candidates.forEach((c, i) => {
@@ -206,7 +205,7 @@ async function claimPlatformChunk(
         case 'counted': {
           members++;
           const member = new ChunkMemberLease(chunk, session, undefined, c.digests, key, { attempt: row.attempts, fingerprint: c.fingerprint });
-          const lease = { key, ownerToken: randomUUID(), fencingToken: Number(fences[i]!.fencing_token) };
+          const lease = { key, ownerToken: randomUUID(), fencingToken: Number(row.fencing_token) };
           entries[c.index] = { ok: true, result: { state: 'acquired', attempt: row.attempts, receipt: new TransactionReceipt(lease, member, c.request.options.doneTtlMs, opts.maxResultBytes, opts.schema, chunk) } };
           break;
         }

@@ -131,11 +131,15 @@ export class ChunkTransaction implements SharedTransaction {
         const replies = (await this.borrowed.client.query({ text, query_timeout: this.session.options.operationTimeoutMs } as never)) as unknown as QueryResult[];
         const completionReplies = oneStatement ? 1 : members.length;
         if (replies[completionReplies]?.command !== 'COMMIT') throw new TransactionAbortedError(`${what}: PostgreSQL rolled the transaction back (a statement of a handler failed)`);
-        const dropped = oneStatement ? new Set<string>((replies[0]?.rows[0]?.dropped as string[] | null) ?? []) : undefined;
-        members.forEach((member, i) => {
-          const kept = dropped ? !dropped.has(member.digests.key.toString('hex')) : replies[i]?.rows[0]?.kept !== false;
-          if (!kept) this.session.logger.warn({ key: member.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
-        });
+        // The platform inbox names the keys whose result was dropped (NULL when none: nothing to look up).
+        const droppedKeys = oneStatement ? ((replies[0]?.rows[0]?.dropped as string[] | null) ?? []) : undefined;
+        const dropped = droppedKeys && droppedKeys.length > 0 ? new Set<string>(droppedKeys) : undefined;
+        if (droppedKeys === undefined || dropped !== undefined) {
+          members.forEach((member, i) => {
+            const kept = dropped ? !dropped.has(member.digests.key.toString('hex')) : replies[i]?.rows[0]?.kept !== false;
+            if (!kept) this.session.logger.warn({ key: member.key }, 'the commit result did not fit the 4096-byte outcome column once stored; the key is completed without it');
+          });
+        }
       } catch (error) {
         this.borrowed.noteError(error);
         this.session.logger.warn(

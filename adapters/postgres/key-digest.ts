@@ -3,12 +3,15 @@
  * digest of the key's scope (table, tenant, key) for the attempt counts of the transactional
  * mode, and the 64-bit advisory-lock id of that scope.
  */
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
+
+/** `crypto.hash` (Node 20.12+, 21.7+): a one-shot digest, about half the CPU of a Hash object. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, outputEncoding: 'buffer') => Buffer }).hash;
 
 /** SHA-256 of the UTF-8 text. */
-export function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
-}
+export const sha256: (text: string) => Buffer = oneShot
+  ? (text) => oneShot('sha256', text, 'buffer')
+  : (text) => crypto.createHash('sha256').update(text, 'utf8').digest();
 
 /** The digests and lock id of one claim. */
 export interface KeyDigests {

@@ -16,6 +16,28 @@
  * as its leading keywords in upper case; undefined when there is none.
  */
 export function transactionControl(sql: string): string | undefined {
+  // Every statement this reports starts with one of these words, spelled out in the text: without
+  // any of them there is nothing to find (most handler statements), so the scan is skipped.
+  if (!CONTROL_WORD.test(sql)) return undefined;
+  if (sql.length > SCANNED_TEXT_LIMIT) return scan(sql);
+  if (scanned.has(sql)) return scanned.get(sql);
+  const found = scan(sql);
+  // Handlers send a few texts over and over: remember the answers for short texts, within a bound.
+  if (scanned.size >= SCANNED_LIMIT) scanned.clear();
+  scanned.set(sql, found);
+  return found;
+}
+
+/** A word a transaction-control statement starts with, anywhere in the text (case-insensitive). */
+const CONTROL_WORD = /begin|commit|end|abort|start|prepare|rollback/i;
+
+/** Answers of {@link scan} for texts that hold a {@link CONTROL_WORD}, at most SCANNED_LIMIT texts. */
+const scanned = new Map<string, string | undefined>();
+const SCANNED_LIMIT = 256;
+/** Longer texts (bulk statements with their values written in) are scanned each time, never kept. */
+const SCANNED_TEXT_LIMIT = 2048;
+
+function scan(sql: string): string | undefined {
   for (const statement of statements(sql)) {
     const words = statement.trim().split(/\s+/, 4).map((w) => w.toUpperCase());
     const [first, second, third] = words;

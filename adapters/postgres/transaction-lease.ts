@@ -341,19 +341,19 @@ export interface GuardedLease {
  * the query (or calls its callback) with the error; nothing reaches the server.
  */
 export function guardClient(client: PoolClient, lease: GuardedLease): PoolClient {
+  // One guarded query function per handle, not one per property read.
+  const query = (...args: unknown[]): unknown => {
+    const refused = refusal(args[0], lease);
+    if (refused) {
+      const callback = args.find((a) => typeof a === 'function') as ((e: Error) => void) | undefined;
+      if (callback) return void callback(refused);
+      return Promise.reject(refused);
+    }
+    return (client.query as (...a: unknown[]) => unknown)(...args);
+  };
   return new Proxy(client, {
     get(target, property) {
-      if (property === 'query') {
-        return (...args: unknown[]) => {
-          const refused = refusal(args[0], lease);
-          if (refused) {
-            const callback = args.find((a) => typeof a === 'function') as ((e: Error) => void) | undefined;
-            if (callback) return void callback(refused);
-            return Promise.reject(refused);
-          }
-          return (target.query as (...a: unknown[]) => unknown)(...args);
-        };
-      }
+      if (property === 'query') return query;
       if (property === 'release') {
         return () => {
           throw new TransactionAbortedError('ctx.transaction is returned to the pool by twophase; do not release it');

@@ -14,7 +14,8 @@
  *   batch@base   the same, with the SDK loaded from `--baseline DIR` (another checkout, e.g. the
  *                main branch): old and new code measured in the same minutes
  *
- * Reports msg/s, this process's CPU per message (µs), PostgreSQL round trips and statements per
+ * Reports msg/s, this process's CPU per message (µs), the local PostgreSQL server's CPU per message
+ * (µs, from /proc, over the whole measure: start and stop included), PostgreSQL round trips and statements per
  * message (every `pg` Client query call counted; a simple query of several statements counts each),
  * and for the batch variants the mean window size (deliveries / claim batches).
  * Not a test: nothing fails on a number. Writes bench/results/rabbit-batch.json (or `--out`).
@@ -31,6 +32,7 @@ import amqp from 'amqplib';
 import { runFloorBatch } from './floor-batch';
 import pg, { Pool, type PoolClient } from 'pg';
 import { AMQP_URL, BENCH_DELAY_TIERS_MS, declareQueue, deleteTopology, fill } from '../rabbitmq/broker';
+import { postgresServerCpuUs } from '../cpu';
 
 interface Measured {
   readonly elapsedMs: number;
@@ -48,6 +50,8 @@ interface Row {
   readonly systemUsPerMsg: number;
   readonly roundTripsPerMsg: number;
   readonly statementsPerMsg: number;
+  /** The local PostgreSQL server's CPU over the whole measure (start and stop included), µs per message. */
+  readonly pgCpuUsPerMsg?: number;
   readonly pgWritesPerMsg: number;
   readonly amqpWritesPerMsg: number;
   readonly meanWindow?: number;
@@ -67,6 +71,30 @@ const OUT = arg('--out') ?? join(__dirname, '..', 'results', 'rabbit-batch.json'
 for (const v of VARIANTS) if (!['floor', 'floor-batch', 'batch', 'batch@base'].includes(v)) throw new Error(`unknown variant ${v}`);
 if (VARIANTS.includes('batch@base') && !BASELINE) throw new Error('batch@base needs --baseline DIR');
 
+/**
+ * Statements of a simple query: the non-blank pieces between semicolons outside single quotes
+ * (at least one). One pass over the text: the count costs little beside the work it measures.
+ */
+function statementCount(text: string): number {
+  let count = 0;
+  let blank = true;
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (quoted) {
+      if (c === 39) quoted = false; // '' inside a literal ends it and opens the next: the same
+    } else if (c === 39) {
+      quoted = true;
+      blank = false;
+    } else if (c === 59) {
+      if (!blank) count++;
+      blank = true;
+    } else if (blank && c !== 32 && c !== 10 && c !== 13 && c !== 9) blank = false;
+  }
+  if (!blank) count++;
+  return count || 1;
+}
+
 /** Counts every query call of every pg Client (both SDK copies share the one `pg` module). */
 const counter = { roundTrips: 0, statements: 0 };
 const originalQuery = pg.Client.prototype.query;
@@ -74,8 +102,7 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   counter.roundTrips++;
   const first = args[0] as string | { text?: string } | undefined;
   const text = typeof first === 'string' ? first : (first?.text ?? '');
-  // Statements of a simple query: the semicolons outside quotes, plus the last one.
-  counter.statements += text.replace(/'(?:[^']|'')*'/g, "''").split(';').filter((s) => s.trim().length > 0).length || 1;
+  counter.statements += statementCount(text);
   return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
 } as typeof pg.Client.prototype.query;
 
@@ -173,7 +200,9 @@ async function runBatch(sdk: Sdk, queue: string, pool: Pool, schema: string, led
 
 async function main(): Promise<void> {
   const pgConfig = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', database: process.env.PGDATABASE ?? 'postgres' };
-  const pool = new Pool({ ...pgConfig, max: Math.max(...PREFETCHES) + 8 });
+  // Idle clients stay connected (idleTimeoutMillis 0): a backend that exits takes its CPU out of
+  // the server's /proc counters, which made the PostgreSQL CPU of a variant negative.
+  const pool = new Pool({ ...pgConfig, max: Math.max(...PREFETCHES) + 8, idleTimeoutMillis: 0 });
   const admin = await amqp.connect(AMQP_URL);
   const schema = `tp_rbatch_${process.pid}`;
   const baseSchema = `${schema}_base`;
@@ -206,7 +235,9 @@ async function main(): Promise<void> {
           const before = { ...counter };
           const writesBefore = new Map(socketWrites);
           const startUs = Number(process.hrtime.bigint() / 1000n);
+          const pgCpuBefore = postgresServerCpuUs(pgConfig.port);
           const m = await measure(queue, prefetch);
+          const pgCpuAfter = postgresServerCpuUs(pgConfig.port);
           const endUs = Number(process.hrtime.bigint() / 1000n);
           const roundTrips = counter.roundTrips - before.roundTrips;
           const statements = counter.statements - before.statements;
@@ -220,6 +251,7 @@ async function main(): Promise<void> {
             systemUsPerMsg: Math.round(m.systemUs / COUNT),
             roundTripsPerMsg: Math.round((roundTrips / COUNT) * 100) / 100,
             statementsPerMsg: Math.round((statements / COUNT) * 100) / 100,
+            ...(pgCpuBefore !== undefined && pgCpuAfter !== undefined ? { pgCpuUsPerMsg: Math.round((pgCpuAfter - pgCpuBefore) / COUNT) } : {}),
             pgWritesPerMsg: writesPerMsg(pgConfig.port),
             amqpWritesPerMsg: writesPerMsg(Number(new URL(AMQP_URL).port || 5672)),
             ...(m.batches ? { meanWindow: Math.round((COUNT / m.batches) * 10) / 10 } : {}),
@@ -241,6 +273,7 @@ async function main(): Promise<void> {
       systemUsPerMsg: median(rs.map((r) => r.systemUsPerMsg)),
       roundTripsPerMsg: median(rs.map((r) => r.roundTripsPerMsg)),
       statementsPerMsg: median(rs.map((r) => r.statementsPerMsg)),
+      ...(rs[0]!.pgCpuUsPerMsg !== undefined ? { pgCpuUsPerMsg: median(rs.map((r) => r.pgCpuUsPerMsg!)) } : {}),
       pgWritesPerMsg: median(rs.map((r) => r.pgWritesPerMsg)),
       amqpWritesPerMsg: median(rs.map((r) => r.amqpWritesPerMsg)),
       ...(rs[0]!.meanWindow !== undefined ? { meanWindow: median(rs.map((r) => r.meanWindow!)) } : {}),

@@ -16,7 +16,7 @@
  * The platform inbox takes a shorter path, as the per-record mode does (statements/transaction.ts):
  * while a member runs, its advisory lock is its claim, and its row is written once, already
  * completed, by the commit. So:
- * 1–2. {@link attemptsAndBegin}: step 1, COMMIT, BEGIN, the limits and a fencing token per key, in
+ * 1–2. {@link attemptsAndBegin}: step 1 with a fencing token per key, COMMIT, BEGIN and the limits, in
  *    ONE round trip (no claim row is written);
  * 3. the handlers' statements;
  * 4. {@link commitChunk} with {@link CompletedRow}s: ONE statement inserts every member's completed
@@ -59,20 +59,23 @@ export function beginAttempts(schema: string, keys: readonly AttemptKey[], retai
 /**
  * Steps 1–2 of the platform inbox in one simple query: every key's `twophase_begin_attempt`
  * (auto-committed: the COMMIT that follows ends its implicit transaction, so the counts and the
- * locks outlive a rollback of the chunk), then BEGIN, the limits as {@link beginChunk} sets them,
- * and one fencing token per key from the fence sequence (drawn for every key, used by the counted
- * ones). Answers: the begin rows (state, attempts, outcome, stored_fingerprint) in key order
- * first, the `fencing_token` rows last. A caller whose keys were none counted rolls the empty
- * transaction back.
+ * locks outlive a rollback of the chunk), then BEGIN, the limits as {@link beginChunk} sets them
+ * (in one statement of three `set_config(…, true)`, which is `SET LOCAL`). Each key's fencing
+ * token is drawn from the fence sequence in the first statement, right after its
+ * `twophase_begin_attempt` (while its lock is held when counted; drawn for every key, used by the
+ * counted ones; a sequence is not transactional, so the COMMIT changes nothing for it).
+ * Answers: the begin rows (state, attempts, outcome, stored_fingerprint, fencing_token) in key
+ * order first. A caller whose keys were none counted rolls the empty transaction back.
  */
 export function attemptsAndBegin(schema: string, keys: readonly AttemptKey[], retainMs: number, leaseMs: number, lockMs: number): string {
   for (const n of [retainMs, leaseMs, lockMs]) if (!Number.isInteger(n) || n < 0) throw new RangeError('integer milliseconds expected');
   if (keys.length === 0 || keys.some((k) => k.tenant !== undefined)) throw new RangeError('attemptsAndBegin serves the platform inbox only, with at least one key');
   const rows = keys.map((k, i) => `(${checkedLockId(k.lockId)}::bigint, ${literal(k.scope)}, ${literal(k.key)}, ${literal(k.fingerprint)}::bytea, ${i + 1})`).join(', ');
   return (
-    `SELECT b.* FROM (VALUES ${rows}) AS r(lock_id, scope, k, fp, ord) CROSS JOIN LATERAL ${schema}.twophase_begin_attempt(r.lock_id, r.scope, r.k, r.fp, ${retainMs}) b ORDER BY r.ord; COMMIT; ` +
-    `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${leaseMs}; SET LOCAL statement_timeout = ${leaseMs}; SET LOCAL lock_timeout = ${lockMs}; ` +
-    `SELECT nextval('${schema}.twophase_fence_seq') AS fencing_token FROM generate_series(1, ${keys.length})`
+    `SELECT b.*, nextval('${schema}.twophase_fence_seq') AS fencing_token FROM (VALUES ${rows}) AS r(lock_id, scope, k, fp, ord) ` +
+    `CROSS JOIN LATERAL ${schema}.twophase_begin_attempt(r.lock_id, r.scope, r.k, r.fp, ${retainMs}) b ORDER BY r.ord; COMMIT; ` +
+    // The three limits in one statement: set_config(…, true) is SET LOCAL.
+    `BEGIN; SELECT set_config('idle_in_transaction_session_timeout', '${leaseMs}', true), set_config('statement_timeout', '${leaseMs}', true), set_config('lock_timeout', '${lockMs}', true)`
   );
 }
 
