@@ -25,8 +25,6 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
 
   const msg = (key: string, n: number) => ({ to: { exchange: f.exchange, routingKey: 'placed' }, body: { key, n }, orderingKey: key });
 
-  /** Expires every lease now, as if `leaseMs` had passed (the server's clock is the judge). */
-  const expireLeases = () => f.pool.query(`UPDATE ${f.schema}.twophase_outbox SET lease_expires_at = clock_timestamp() - interval '1 second' WHERE lease_owner IS NOT NULL`);
 
   test('two relays at once: every message published once, and each key in staging order', async () => {
     const keys = ['a', 'b', 'c', 'd', 'e', 'f'];
@@ -161,9 +159,13 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
     const relay = f.relay({ publisher: gated, observer: { onEvent: (e) => events.push(e) } }, { leaseMs: 5000, extendIntervalMs: 50 });
     await relay.start();
     await waitFor(() => gated.waiting.length === 1, { what: 'the first publish in flight' });
-    await expireLeases();
+    // The lease runs out and the successor claims in one transaction: the expired rows stay locked
+    // until it commits, so the old holder's own polls (every 50 ms) cannot claim them back meanwhile.
+    const taken = await f.inTransaction(async (c) => {
+      await c.query(`UPDATE ${f.schema}.twophase_outbox SET lease_expires_at = clock_timestamp() - interval '1 second' WHERE lease_owner IS NOT NULL`);
+      return new PostgresOutboxStore({ pool: c as unknown as Pool }, { schema: f.schema }).claim({ owner: 'successor', limit: 10, leaseMs: 60_000, systems: ['rabbitmq'], deadKeyPolicy: 'hold' });
+    });
     const store = f.store();
-    const taken = await store.claim({ owner: 'successor', limit: 10, leaseMs: 60_000, systems: ['rabbitmq'], deadKeyPolicy: 'hold' });
     expect(taken.records.map((r) => r.sequence)).toHaveLength(2);
     const old = events.find((e) => e.type === 'claimed')!;
     expect(taken.lease.fencingToken).toBeGreaterThan(old.type === 'claimed' ? old.fencingToken : Infinity);
