@@ -25,7 +25,6 @@ describeWithServices(['rabbitmq', 'postgres'], 'outbox relay: leases, fencing, c
 
   const msg = (key: string, n: number) => ({ to: { exchange: f.exchange, routingKey: 'placed' }, body: { key, n }, orderingKey: key });
 
-
   test('two relays at once: every message published once, and each key in staging order', async () => {
     const keys = ['a', 'b', 'c', 'd', 'e', 'f'];
     const perKey = 15;
