@@ -138,6 +138,15 @@ export class GatedClaimer implements Claimer {
     return this.options;
   }
 
+  /**
+   * For the consumer's start line: each part's store, and the truth's and gate's own details
+   * prefixed (`{ store: 'gated', gate: 'redis', gatePrefix, truth: 'postgresql', truthMode,
+   * truthSchema }`; a part without `describe()` is named by its kind). See {@link Claimer.describe}.
+   */
+  describe(): Readonly<Record<string, string | number | boolean>> {
+    return { store: 'gated', ...partDetails('gate', this.gate), ...partDetails('truth', this.truth) };
+  }
+
   /** True while the gate is considered down (claims go to the truth alone). */
   get gateDown(): boolean {
     return this.window.isDown;
@@ -223,4 +232,12 @@ export class GatedClaimer implements Claimer {
     if (isRetriable(error)) this.window.failed(operation, error);
     else this.logger.debug({ component: 'GatedClaimer', operation, err: error }, 'twophase: a gate operation failed; the truth keeps deciding');
   }
+}
+
+/** `{ gate: 'redis', gatePrefix: 'twophase' }` from the gate's `{ store: 'redis', prefix: 'twophase' }`. */
+function partDetails(role: 'gate' | 'truth', claimer: Claimer): Record<string, string | number | boolean> {
+  const { store, ...rest } = claimer.describe?.() ?? {};
+  const details: Record<string, string | number | boolean> = { [role]: store ?? claimer.kind };
+  for (const [name, value] of Object.entries(rest)) details[`${role}${name[0]!.toUpperCase()}${name.slice(1)}`] = value;
+  return details;
 }

@@ -70,8 +70,8 @@ export interface ResolvedGatedDependencies {
 
 /**
  * Checks the two claimers and fills the defaults.
- * @throws ConfigurationError for a missing or non-claimer `gate` or `truth`, the same object as
- *   both, or an unknown dependency name
+ * @throws ConfigurationError for a missing or non-claimer `gate` or `truth`, a transactional
+ *   `gate` (swapped with the truth), the same object as both, or an unknown dependency name
  */
 export function resolveGatedDependencies(dependencies: GatedClaimerDependencies): ResolvedGatedDependencies {
   if (dependencies === undefined || dependencies === null || typeof dependencies !== 'object') {
@@ -83,6 +83,14 @@ export function resolveGatedDependencies(dependencies: GatedClaimerDependencies)
     if (!claimer || typeof claimer.claim !== 'function') {
       throw new ConfigurationError(`GatedClaimer dependency ${role} must be a claimer (an object with claim()), got ${describeType(claimer)}`);
     }
+  }
+  if (dependencies.gate.transactional === true || dependencies.gate.sharesTransactions === true) {
+    // The handler runs in the truth's transaction only; a transaction opened by the gate would
+    // commit empty while the effect ran outside any claim's transaction.
+    throw new ConfigurationError(
+      "GatedClaimer: the gate is a transactional claimer, but the handler's effect runs only in the truth's transaction. " +
+        "A PostgresClaimer { mode: 'transactional' } goes in truth; gate and truth swapped? The gate is the fast store in front (a RedisClaimer).",
+    );
   }
   if (dependencies.gate === dependencies.truth) {
     throw new ConfigurationError('GatedClaimer: gate and truth are the same claimer; the gate must be a separate, faster store (a RedisClaimer) in front of the truth');

@@ -241,6 +241,11 @@ export class RedisClaimer implements Claimer {
     return { ...this.counters };
   }
 
+  /** For the consumer's start line: `{ store: 'redis', prefix }` (see {@link Claimer.describe}). */
+  describe(): Readonly<Record<string, string>> {
+    return { store: 'redis', prefix: this.options.prefix };
+  }
+
   /** The options in force, defaults applied. */
   get settings(): ResolvedRedisClaimerOptions {
     return this.options;

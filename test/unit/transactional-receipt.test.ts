@@ -10,6 +10,8 @@ import { GatedClaimer } from '../../adapters/gated';
 import { Kafka } from 'kafkajs';
 import { KafkaSource } from '../../adapters/kafka';
 import { PostgresClaimer } from '../../adapters/postgres';
+import Redis from 'ioredis';
+import { RedisClaimer } from '../../adapters/redis';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { FnConsumer, fastOptions, recordingDelivery, WrappingClaimer } from './helpers';
 
@@ -142,5 +144,31 @@ describe('per-chunk transactions need a source that adopts them or dispatches a 
     const perRecord = new PostgresClaimer({ pool }, { mode: 'transactional' });
     expect(perRecord.sharesTransactions).toBe(false);
     expect(() => consumer(perRecord, new RabbitMqSource({ url: 'amqp://localhost', queue: 'q', batchClaims: true }))).not.toThrow();
+  });
+});
+
+describe('GatedClaimer: the transaction is the truth\'s', () => {
+  const pool = new Pool({ host: '127.0.0.1', port: 1 });
+  afterAll(() => pool.end());
+
+  test('a transactional or per-chunk claimer as the gate is refused (gate and truth swapped): the handler would never run in its transaction', () => {
+    const swapped = () => new GatedClaimer({ gate: new PostgresClaimer({ pool }, { mode: 'transactional' }), truth: new InMemoryClaimer() });
+    expect(swapped).toThrow(ConfigurationError);
+    expect(swapped).toThrow(/gate is a transactional claimer.*PostgresClaimer \{ mode: 'transactional' \} goes in truth; gate and truth swapped\?/);
+    const perChunk = () => new GatedClaimer({ gate: new PostgresClaimer({ pool }, { mode: 'transactional', transactionBatch: 'per-chunk' }), truth: new InMemoryClaimer() });
+    expect(perChunk).toThrow(/gate is a transactional claimer/);
+    expect(() => new GatedClaimer({ gate: new InMemoryClaimer(), truth: new PostgresClaimer({ pool }, { mode: 'transactional' }) })).not.toThrow();
+  });
+
+  test('describe() names both parts for the consumer\'s start line', () => {
+    const gated = new GatedClaimer({ gate: new InMemoryClaimer(), truth: new PostgresClaimer({ pool }, { mode: 'transactional', schema: 'billing' }) });
+    expect(gated.describe()).toEqual({ store: 'gated', gate: 'in_memory', truth: 'postgresql', truthMode: 'transactional', truthSchema: 'billing' });
+    const redis = new Redis({ lazyConnect: true });
+    try {
+      const withRedis = new GatedClaimer({ gate: new RedisClaimer({ redis }, { prefix: 'pay' }), truth: new PostgresClaimer({ pool }, { mode: 'transactional' }) });
+      expect(withRedis.describe()).toEqual({ store: 'gated', gate: 'redis', gatePrefix: 'pay', truth: 'postgresql', truthMode: 'transactional', truthSchema: 'twophase' });
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -8,8 +8,11 @@ import { PostgresClaimer } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { InboxConsumer } from './support/inbox-fixture';
 import { freshSchema, pgUrl, type SchemaFixture } from './support/pg-helpers';
+import { GatedClaimer } from '../../../adapters/gated';
+import { RedisClaimer } from '../../../adapters/redis';
+import { connectRedis } from '../redis/support/redis-helpers';
 
-describeWithServices(['postgres'], 'consumer start line with a PostgresClaimer', () => {
+describeWithServices(['postgres', 'redis'], 'consumer start line with a PostgresClaimer', () => {
   let f: SchemaFixture;
   beforeEach(async () => {
     f = await freshSchema('startline');
@@ -31,6 +34,29 @@ describeWithServices(['postgres'], 'consumer start line with a PostgresClaimer',
     const started = infos.filter((l) => l.msg === 'twophase: consumer started');
     expect(started).toHaveLength(1);
     expect(started[0]!.obj).toMatchObject({ consumer: 'orders', claimer: 'distributed', claimerDetails: { store: 'postgresql', mode, schema: f.schema } });
+  });
+
+  test.each(['standalone', 'transactional'] as const)('GatedClaimer (Redis gate, %s truth): the line names both parts, the truth\'s mode among them', async (mode) => {
+    const infos: { obj: Record<string, unknown>; msg?: string }[] = [];
+    const logger = { debug: () => undefined, warn: () => undefined, error: () => undefined, info: (obj: object, msg?: string) => void infos.push({ obj: obj as Record<string, unknown>, msg }) };
+    const redis = await connectRedis();
+    try {
+      const claimer = new GatedClaimer({ gate: new RedisClaimer({ redis, logger }, { prefix: 'startline' }), truth: new PostgresClaimer({ pool: f.pool, logger }, { schema: f.schema, mode }), logger });
+      const consumer = new InboxConsumer(
+        { name: 'orders', claimer, source: new MemorySource({ broker: new MemoryBroker(), queue: 'orders' }), leaseTtlMs: 5000, doneTtlMs: 60_000, concurrency: 2, logger },
+        async () => ack(),
+      );
+      await consumer.start();
+      await consumer.stop();
+    } finally {
+      redis.disconnect();
+    }
+    const started = infos.filter((l) => l.msg === 'twophase: consumer started');
+    expect(started).toHaveLength(1);
+    expect(started[0]!.obj).toMatchObject({
+      claimer: 'distributed',
+      claimerDetails: { store: 'gated', gate: 'redis', gatePrefix: 'startline', truth: 'postgresql', truthMode: mode, truthSchema: f.schema },
+    });
   });
 
   test('transactional with a pool max below concurrency: one warning at start naming both numbers and the fix; none when the pool is large enough or in standalone mode', async () => {
