@@ -16,16 +16,19 @@
  * crashed relay published again are counted: the inbox absorbed them.
  */
 import { randomBytes } from 'node:crypto';
+import amqplib from 'amqplib';
 import { Pool } from 'pg';
 import { ack, ConsumerBase, type Disposition, type HandlerContext, type Message, OutboxRelay, silentLogger } from '../../src';
 import { sleep as pause, type OutboxNotifier, type OutboxPublisher, type OutboxStore, type OutboxSubscription } from '../../src/adapter-kit';
 import { migrate, PostgresClaimer, PostgresOutboxNotifier, PostgresOutboxStore, stageOutbox } from '../../adapters/postgres';
-import { RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
+import { delayQueueName, RabbitMqOutboxPublisher, RabbitMqSource } from '../../adapters/rabbitmq';
 import { serviceSettings } from '../shared/env';
 import { Rng } from './rng';
 
 /** This loop is the process's main work: its pauses keep the process alive (twophase's own are unref'd). */
 const sleep = (ms: number): Promise<void> => pause(ms, undefined, { keepProcessAlive: true });
+/** The source's one delay tier (ms): a requeue waits this long in `<queue>.delay.200ms`. */
+const DELAY_TIER_MS = 200;
 
 export interface OutboxDemoOptions {
   readonly messages: number;
@@ -125,6 +128,18 @@ class ShippingConsumer extends ConsumerBase<Placed, { query(text: string, values
   }
 }
 
+/** The run's RabbitMQ entities (the source declared them): the queue, its dead-letter queue and exchange, its delay queue. */
+async function removeQueues(url: string, queue: string): Promise<void> {
+  const connection = await amqplib.connect(url);
+  try {
+    const channel = await connection.createChannel();
+    for (const q of [queue, `${queue}.dlq`, delayQueueName(queue, DELAY_TIER_MS)]) await channel.deleteQueue(q);
+    await channel.deleteExchange(`${queue}.dlx`);
+  } finally {
+    await connection.close();
+  }
+}
+
 export async function runOutboxDemo(o: OutboxDemoOptions): Promise<number> {
   const services = serviceSettings();
   const pool = new Pool({ connectionString: process.env.TWOPHASE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: 24, connectionTimeoutMillis: 30_000 });
@@ -141,7 +156,7 @@ export async function runOutboxDemo(o: OutboxDemoOptions): Promise<number> {
     {
       name: 'shipping',
       claimer: new PostgresClaimer({ pool, logger: silentLogger }, { schema, mode: 'transactional' }),
-      source: new RabbitMqSource({ url: services.amqpUrl, queue, delayTiersMs: [200], logger: silentLogger }),
+      source: new RabbitMqSource({ url: services.amqpUrl, queue, delayTiersMs: [DELAY_TIER_MS], logger: silentLogger }),
       concurrency: 8,
       logger: silentLogger,
       observers: [{ onEvent: (e) => void (e.type === 'acquired' || e.type === 'done_duplicate' ? deliveries++ : undefined) }],
@@ -247,6 +262,7 @@ export async function runOutboxDemo(o: OutboxDemoOptions): Promise<number> {
   const phantoms = [...applied.keys()].filter((id) => notCommitted.has(id)).length;
   const lost = [...committed].filter((id) => !applied.has(id)).length;
   const republished = deliveries - applied.size;
+  await removeQueues(services.amqpUrl, queue);
   // The frozen relays' calls never return: the pool is not waited for (the demo exits).
   await pool.query(`SET lock_timeout = '5s'; DROP SCHEMA ${schema} CASCADE`).catch(() => undefined);
   void pool.end().catch(() => undefined);
@@ -260,6 +276,7 @@ export async function runOutboxDemo(o: OutboxDemoOptions): Promise<number> {
       `twophase demo, outbox mode: PostgreSQL outbox → relays → RabbitMQ → inbox consumer (seed ${o.seed}, ${(elapsedMs / 1000).toFixed(1)} s)`,
       `  orders placed           ${o.messages}: ${fates.committed} committed, ${fates.rolledBack} rolled back, ${fates.crashedBeforeCommit} producer crashes before COMMIT`,
       `  relay crashes           ${crashLine} (relays started: ${relayNumber})`,
+      `  RabbitMQ queue          ${queue} (with its .dlq, delay queue and .dlx exchange: removed at the end)`,
       `  deliveries downstream   ${deliveries} (${Math.max(0, republished)} copies published again by crashed relays, absorbed by the inbox)`,
       `  shipped                 ${applied.size} of ${committed.size} committed orders`,
       `  phantom events          ${phantoms}   (an event of an order that never committed)`,

@@ -4,6 +4,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import amqplib from 'amqplib';
 import { describeWithServices } from '../../support/services';
 
 const ROOT = join(__dirname, '..', '..', '..');
@@ -29,6 +30,31 @@ describeWithServices(['rabbitmq', 'redis'], 'demo on RabbitMQ + Redis', () => {
     }
     expect(result.stdout).toMatch(/VERDICT: PASS/);
     expect(result.status).toBe(0);
+  });
+});
+
+describeWithServices(['rabbitmq', 'postgres'], 'outbox demo on PostgreSQL + RabbitMQ', () => {
+  test('ships every committed order once, then removes its queue, dead-letter queue, delay queue and dead-letter exchange', async () => {
+    const result = runDemo(['--outbox', '--messages', '300', '--seed', '5', '--timeout-s', '60']);
+    expect(result.stdout).toMatch(/verdict: OK/);
+    expect(result.status).toBe(0);
+    const queue = /RabbitMQ queue\s+(\S+)/.exec(result.stdout)?.[1];
+    expect(queue).toMatch(/^demo\.outbox\./);
+    const connection = await amqplib.connect(process.env.TWOPHASE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
+    try {
+      const left: string[] = [];
+      for (const [kind, name] of [['queue', queue], ['queue', `${queue}.dlq`], ['queue', `${queue}.delay.200ms`], ['exchange', `${queue}.dlx`]] as const) {
+        // A passive declare of a missing entity closes its channel with 404: one channel per check.
+        const channel = await connection.createChannel();
+        channel.on('error', () => undefined);
+        const found = await (kind === 'queue' ? channel.checkQueue(name!) : channel.checkExchange(name)).then(() => true, () => false);
+        if (found) left.push(`${kind} ${name}`);
+        if (found) await channel.close();
+      }
+      expect(left).toEqual([]);
+    } finally {
+      await connection.close();
+    }
   });
 });
 
