@@ -3,7 +3,7 @@
  * reports: a deployment fault to fix (configuration, schema), a refused key, or a transient
  * store failure (retry later). Twophase's own errors pass through unchanged.
  */
-import { ClaimerUnavailableError, ConfigurationError, InvalidKeyError, TwophaseError } from '../../src';
+import { ClaimerUnavailableError, ConfigurationError, InvalidKeyError, PermanentError, TwophaseError } from '../../src';
 
 /**
  * The inbox tables are missing, older than this version of twophase expects, or do not have the
@@ -35,21 +35,23 @@ export class TransactionAbortedError extends TwophaseError {
 /**
  * The handler sent a statement through `ctx.transaction` that would end the inbox transaction or
  * open another one (BEGIN, COMMIT, ROLLBACK, END, ABORT, PREPARE TRANSACTION): refused before it
- * was sent. The delivery fails (its commit is refused too, even if the handler went on), its
- * writes roll back with the claim, and it is retried like any failure. Savepoints are allowed.
- * Not retriable as such: the handler (or a data-access helper it calls) must leave transaction
- * control to twophase.
+ * was sent. Savepoints are allowed. A {@link PermanentError} (code `TRANSACTION_MISUSE`): the
+ * handler's own code sent it, so a retry would meet it again. A handler that lets it propagate
+ * has its delivery dead-lettered at once (`permanent_error`), its writes rolled back with the
+ * claim; one that catches it and goes on has its commit refused (`TransactionAbortedError`), so
+ * the delivery is requeued like any rolled-back transaction. The fix: leave transaction control
+ * to twophase (the handler or a data-access helper it calls), then replay the dead letter.
  */
-export class TransactionMisuseError extends TwophaseError {
+export class TransactionMisuseError extends PermanentError {
   constructor(
     /** The refused statement's leading keywords (`COMMIT`, `BEGIN`, …). */
     readonly statement: string,
   ) {
     super(
-      'TRANSACTION_MISUSE',
       `${statement} refused on ctx.transaction: the inbox transaction is twophase's (it commits the effect with the claim), so ${statement} would ` +
         `${statement === 'BEGIN' || statement === 'START TRANSACTION' ? 'open a transaction that a later COMMIT ends early' : 'end it outside twophase'}; nothing was sent. ` +
         'Write through ctx.transaction without BEGIN/COMMIT/ROLLBACK (use SAVEPOINT for a nested scope); the delivery fails and its writes roll back',
+      { code: 'TRANSACTION_MISUSE' },
     );
   }
 }

@@ -171,10 +171,15 @@ export class RetryableError extends TwophaseError {
   }
 }
 
-/** Throw from a handler when retrying cannot help: release and dead-letter at once. */
+/**
+ * Throw from a handler when retrying cannot help: release and dead-letter at once. An adapter's
+ * error of the same nature (the handler's own code at fault, so a retry meets it again) extends
+ * it with its own `code`: the PostgreSQL adapter's `TransactionMisuseError`.
+ */
 export class PermanentError extends TwophaseError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('PERMANENT_HANDLER', message, options);
+  /** @param options.code the error's stable code; default `PERMANENT_HANDLER` */
+  constructor(message: string, options?: { cause?: unknown; code?: TwophaseErrorCode }) {
+    super(options?.code ?? 'PERMANENT_HANDLER', message, { cause: options?.cause });
   }
 }
 

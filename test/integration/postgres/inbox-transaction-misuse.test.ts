@@ -1,0 +1,66 @@
+/**
+ * A handler that sends BEGIN, COMMIT or ROLLBACK through ctx.transaction is refused before the
+ * statement is sent (TransactionMisuseError). The error is thrown by the handler's own code, so a
+ * retry meets it again: the delivery is dead-lettered at once (permanent_error) with no effect,
+ * and a replay after the fix runs it.
+ */
+import { ack, type ConsumerEvent } from '../../../src';
+import { MemoryBroker, MemorySource } from '../../../adapters/memory';
+import { PostgresClaimer, TransactionMisuseError } from '../../../adapters/postgres';
+import { describeWithServices } from '../../support/services';
+import { waitFor } from '../../support/wait';
+import { InboxConsumer, inboxFixture, type InboxFixture, writeLedger } from './support/inbox-fixture';
+
+describeWithServices(['postgres'], 'transactional inbox: transaction control sent by the handler', () => {
+  let f: InboxFixture;
+  let consumer: InboxConsumer | undefined;
+  beforeEach(async () => {
+    f = await inboxFixture('misusedl');
+  });
+  afterEach(async () => {
+    await consumer?.stop();
+    consumer = undefined;
+    await f.cleanup();
+  });
+
+  test.each(['BEGIN', 'COMMIT'])('a thrown TransactionMisuseError (%s) is dead-lettered at once as permanent_error, with no effect; after the fix a replay books it once', async (statement) => {
+    const broker = new MemoryBroker();
+    const queue = 'payments';
+    broker.publish(queue, { body: JSON.stringify({ amount: 1 }), messageId: 'pay-1' });
+    const events: ConsumerEvent[] = [];
+    let runs = 0;
+    let fixed = false;
+    consumer = new InboxConsumer(
+      {
+        name: 'payments',
+        claimer: new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' }),
+        source: new MemorySource({ broker, queue }),
+        maxAttempts: 5,
+        retryBackoff: { initialDelayMs: 1, maxDelayMs: 1, multiplier: 1, jitter: 0 },
+        logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+        observers: [{ onEvent: (e) => void events.push(e) }],
+      },
+      async (m, ctx) => {
+        runs++;
+        if (!fixed) await ctx.transaction.query(statement);
+        await writeLedger(ctx.transaction, f.ledger, m.key);
+        return ack();
+      },
+    );
+    await consumer.start();
+    await waitFor(() => broker.deadLetters(queue).length === 1, { what: 'the dead letter' });
+    expect(runs).toBe(1);
+    expect(broker.deadLetters(queue)[0]!.reason).toMatchObject({ reason: 'permanent_error' });
+    const rejected = events.find((e) => e.type === 'rejected');
+    expect(rejected).toMatchObject({ reason: 'permanent_error', attempt: 1 });
+    expect((rejected as { error?: unknown }).error).toBeInstanceOf(TransactionMisuseError);
+    expect(await f.counts()).toEqual(new Map());
+
+    fixed = true;
+    const letter = broker.deadLetters(queue)[0]!;
+    broker.publish(queue, { body: letter.message.body, messageId: letter.message.messageId });
+    await waitFor(async () => (await f.counts()).size === 1, { what: 'the replay booked' });
+    expect([...(await f.counts()).values()]).toEqual([1]);
+    expect(runs).toBe(2);
+  });
+});
