@@ -16,6 +16,7 @@ import { resolveBackoffOption } from './backoff-options';
 import type { MessageSource } from '../ports/source';
 import type { DeploymentDeclaration } from './startup-validation';
 import { ConsumerTtls, type TtlPolicy, type TypeTtls } from './ttl-policy';
+import { checkClaimer, checkSource } from '../util/wiring-checks';
 
 export interface ConsumerOptions {
   /**
@@ -213,8 +214,8 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
       `name "${RUN_ONCE_NAMESPACE}" is reserved for runOnce: a consumer's claim keys start with its name, so its messages could plant the stored results runOnce replays; choose another name`,
     );
   }
-  if (!options.claimer || typeof options.claimer.claim !== 'function') throw new ConfigurationError('claimer is required (a Claimer)');
-  if (!options.source || typeof options.source.start !== 'function') throw new ConfigurationError('source is required (a MessageSource)');
+  checkClaimer('', options.claimer);
+  checkSource(options.source);
   const resolved = {
     ...CONSUMER_DEFAULTS,
     logger: defaultLogger,

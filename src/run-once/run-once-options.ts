@@ -9,6 +9,7 @@ import { checkBoolean, checkInteger } from '../util/option-checks';
 import { DEFAULT_MAX_RESULT_BYTES, MAX_DONE_TTL_MS, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS } from '../util/limits';
 import { consoleWarnLogger, guardLogger, type Logger } from '../util/logger';
 import type { RunOnceScope } from './run-once-key';
+import { checkClaimer } from '../util/wiring-checks';
 
 /**
  * What a failed run leaves behind:
@@ -119,7 +120,7 @@ const POLICIES: readonly FailurePolicy[] = ['record', 'release'];
 export function resolveRunOnceOptions(options: RunOnceOptions): ResolvedRunOnceOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError(`runOnce options are required, got ${describeType(options)}`);
   checkKnownOptions('runOnce options', options, RUN_ONCE_OPTION_NAMES);
-  if (!options.claimer || typeof options.claimer.claim !== 'function') throw new ConfigurationError('runOnce: claimer is required (a Claimer)');
+  checkClaimer('runOnce: ', options.claimer);
   checkTtl('leaseTtlMs', options.leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
   checkTtl('doneTtlMs', options.doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
   if (options.doneTtlMs < options.leaseTtlMs) throw new ConfigurationError(`doneTtlMs (${options.doneTtlMs}) must be ≥ leaseTtlMs (${options.leaseTtlMs})`);

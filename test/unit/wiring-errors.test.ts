@@ -1,0 +1,54 @@
+/**
+ * A consumer or runOnce given something other than a claimer or a source says what it got and
+ * names the fix: an ioredis client or a pg Pool goes inside a claimer; an amqplib connection or a
+ * kafkajs client goes inside a source. ("claimer is required" for a Redis client sent users
+ * looking for a missing option.)
+ */
+import Redis from 'ioredis';
+import { Kafka } from 'kafkajs';
+import { Pool } from 'pg';
+import { ConfigurationError, InMemoryClaimer } from '../../src';
+import { resolveConsumerOptions } from '../../src/config/consumer-options';
+import { resolveRunOnceOptions } from '../../src/run-once/run-once-options';
+import { silentLogger } from '../../src/util/logger';
+import { ManualSource } from './helpers';
+
+const consumer = (claimer: unknown, source: unknown) => () =>
+  resolveConsumerOptions({ name: 'c', claimer: claimer as never, source: source as never, leaseTtlMs: 30_000, doneTtlMs: 60_000 }, silentLogger);
+const runOnce = (claimer: unknown) => () => resolveRunOnceOptions({ claimer, leaseTtlMs: 30_000, doneTtlMs: 60_000 } as never);
+
+describe('claimer', () => {
+  const redis = new Redis({ lazyConnect: true });
+  const pool = new Pool({ host: '127.0.0.1', port: 1 });
+  afterAll(async () => {
+    redis.disconnect();
+    await pool.end();
+  });
+
+  test.each([
+    ['an ioredis client', () => redis, /claimer must be a Claimer \(an object with claim\(\)\), got an ioredis client: an ioredis client goes inside a claimer: new RedisClaimer\(\{ redis \}\) from 'twophase\/redis'/],
+    ['a pg Pool', () => pool, /got a pg Pool or Client: a pg Pool goes inside a claimer: new PostgresClaimer\(\{ pool \}.*from 'twophase\/postgres'/],
+    ['a plain object', () => ({}), /claimer must be a Claimer \(an object with claim\(\)\), got an object with no claim\(\)/],
+    ['nothing', () => undefined, /claimer is required: a Claimer such as new InMemoryClaimer\(\).*RedisClaimer.*PostgresClaimer/],
+  ])('consumer given %s: says what it got and names the fix', (_what, value, message) => {
+    expect(consumer(value(), new ManualSource())).toThrow(ConfigurationError);
+    expect(consumer(value(), new ManualSource())).toThrow(message);
+  });
+
+  test('runOnce given an ioredis client: the same message, prefixed runOnce', () => {
+    expect(runOnce(redis)).toThrow(/^runOnce: claimer must be a Claimer \(an object with claim\(\)\), got an ioredis client: an ioredis client goes inside a claimer/);
+  });
+});
+
+describe('source', () => {
+  const claimer = new InMemoryClaimer();
+  test.each([
+    ['a kafkajs client', () => new Kafka({ brokers: ['127.0.0.1:1'] }), /source must be a MessageSource \(an object with start\(\)\), got a kafkajs client: a kafkajs client goes inside a source: new KafkaSource\(\{ kafka \}, \{ topics, groupId \}\) from 'twophase\/kafka'/],
+    ['a kafkajs consumer', () => new Kafka({ brokers: ['127.0.0.1:1'] }).consumer({ groupId: 'g' }), /got a kafkajs consumer: KafkaSource makes its own consumer from the kafkajs client: new KafkaSource\(\{ kafka \}, \{ topics, groupId \}\)/],
+    ['a URL string', () => 'amqp://localhost', /got 'amqp:\/\/localhost' \(a string\): a RabbitMQ URL goes inside a source: new RabbitMqSource\(\{ url, queue \}\) from 'twophase\/rabbitmq'/],
+    ['nothing', () => undefined, /source is required: a MessageSource such as new RabbitMqSource\(\{ url, queue \}\).*KafkaSource.*MemorySource/],
+  ])('consumer given %s: says what it got and names the fix', (_what, value, message) => {
+    expect(consumer(claimer, value())).toThrow(ConfigurationError);
+    expect(consumer(claimer, value())).toThrow(message);
+  });
+});
