@@ -6,7 +6,7 @@
  */
 import { ack, type ConsumerEvent } from '../../../src';
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
-import { PostgresClaimer, TransactionMisuseError } from '../../../adapters/postgres';
+import { diagnoseKey, PostgresClaimer, TransactionMisuseError } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
 import { waitFor } from '../../support/wait';
 import { InboxConsumer, inboxFixture, type InboxFixture, writeLedger } from './support/inbox-fixture';
@@ -55,6 +55,9 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
     expect(rejected).toMatchObject({ reason: 'permanent_error', attempt: 1 });
     expect((rejected as { error?: unknown }).error).toBeInstanceOf(TransactionMisuseError);
     expect(await f.counts()).toEqual(new Map());
+    // Nothing of the key stays in the inbox: its row rolled back with the effect, and the
+    // dead-letter reset its attempt count. `keys diagnose` says missing; the dead letter is the record.
+    expect((await diagnoseKey(f.pool, { schema: f.schema, key: (rejected as { key: string }).key })).state).toBe('missing');
 
     fixed = true;
     const letter = broker.deadLetters(queue)[0]!;
@@ -62,5 +65,7 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
     await waitFor(async () => (await f.counts()).size === 1, { what: 'the replay booked' });
     expect([...(await f.counts()).values()]).toEqual([1]);
     expect(runs).toBe(2);
+    // The same key once committed: diagnose finds it (so the missing above was this key's).
+    expect((await diagnoseKey(f.pool, { schema: f.schema, key: (rejected as { key: string }).key })).state).toBe('replayable');
   });
 });
