@@ -16,6 +16,7 @@ import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSI
 import { printableLines } from './printable';
 import { badServiceUrl } from './url-check';
 import { type CliIo, printCommandError } from './reporters';
+import { schemaArgument } from './schema-arg';
 
 const STORES = ['postgres', 'redis'];
 
@@ -157,7 +158,7 @@ export function addKeysCommands(program: Command, io: CliIo, env: Readonly<Recor
     command
       .requiredOption('--store <store>', 'claim store (postgres, redis)')
       .option('--url <url>', `PostgreSQL URL (default: $${DATABASE_URL_ENVS.join(' or $')}) or Redis URL (default: $${REDIS_URL_ENV} or ${DEFAULT_REDIS_URL})`)
-      .option('--schema <schema>', 'postgres: schema of the inbox tables (default: twophase)')
+      .option('--schema <schema>', 'postgres: schema of the inbox tables (default: twophase)', schemaArgument)
       .option('--json', 'print one JSON object', false)
       .exitOverride();
 

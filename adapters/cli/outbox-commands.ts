@@ -13,6 +13,7 @@ import { withMigrateCommand } from './migrate-hint';
 import { badServiceUrl } from './url-check';
 import { CONNECT_TIMEOUT_MS, DATABASE_URL_ENVS, databaseUrl, loadPostgres, MISSING_DATABASE_URL, type PostgresModules } from './postgres-migrate';
 import { type CliIo, printCommandError } from './reporters';
+import { schemaArgument } from './schema-arg';
 
 interface Common {
   url?: string;
@@ -60,7 +61,7 @@ export function addOutboxCommands(
   const common = (command: Command) =>
     command
       .option('--url <url>', `PostgreSQL URL (default: $${DATABASE_URL_ENVS.join(' or $')})`)
-      .option('--schema <schema>', 'schema of the outbox table', 'twophase')
+      .option('--schema <schema>', 'schema of the outbox table', schemaArgument, 'twophase')
       .option('--json', 'print one JSON object', false)
       .exitOverride();
   /** Connects one client, runs `work`, prints JSON or `human`, sets exit 0 (1 on an error, or `work`'s own code). */

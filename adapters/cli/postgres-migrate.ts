@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { importPeer, loadOrReport } from './peer';
 import { type CliIo, printCommandError } from './reporters';
 import { badServiceUrl } from './url-check';
+import { schemaArgument } from './schema-arg';
 
 /** How long a CLI command waits for a PostgreSQL connection, ms: a URL that points at another kind of server never answers the startup message. */
 export const CONNECT_TIMEOUT_MS = 10_000;
@@ -54,7 +55,7 @@ export function addPostgresCommands(program: Command, io: CliIo, env: Readonly<R
     .command('migrate')
     .description('Apply the inbox migrations (forward only, each version once, all pending ones in one transaction).')
     .option('--url <url>', `PostgreSQL URL (default: $${DATABASE_URL_ENVS.join(' or $')})`)
-    .option('--schema <schema>', 'schema of the inbox tables (created when missing)', 'twophase')
+    .option('--schema <schema>', 'schema of the inbox tables (created when missing)', schemaArgument, 'twophase')
     .option('--tenants-table <[schema.]table>', "the application's tenants table; creates the tenant inbox with a foreign key to it")
     .option('--tenants-column <column>', 'key column of the tenants table', 'id')
     .option('--dry-run', 'print what would be applied and its SQL, change nothing', false)
