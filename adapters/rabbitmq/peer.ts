@@ -4,8 +4,7 @@
  */
 import { requirePeer } from '../../src/adapter-kit';
 
-requirePeer('amqplib', 'twophase/rabbitmq');
-requirePeer('amqp-connection-manager', 'twophase/rabbitmq');
+requirePeer(['amqplib', 'amqp-connection-manager'], 'twophase/rabbitmq');
 
 /** The versions of `amqplib` twophase supports: its `peerDependencies` range in package.json. */
 export const SUPPORTED_RANGE = '^2.3.1';

@@ -122,8 +122,18 @@ export class UnstorableResultError extends TwophaseError {
  * optional peer dependency npm does not install by itself). Names the package and the fix.
  */
 export class MissingPeerDependencyError extends TwophaseError {
-  constructor(readonly peer: string, readonly entry: string, options?: { cause?: unknown }) {
-    super('MISSING_PEER', `${entry} needs the package "${peer}", which is not installed (twophase declares it as an optional peer dependency). Install it in your project: npm install ${peer}`, options);
+  /** The first missing package. */
+  readonly peer: string;
+  /** Every missing package the entry point needs, in the order it checks them. */
+  readonly peers: readonly string[];
+
+  /** @param peer the missing package, or every missing one (named together, one install command) */
+  constructor(peer: string | readonly string[], readonly entry: string, options?: { cause?: unknown }) {
+    const peers = typeof peer === 'string' ? [peer] : [...peer];
+    const named = peers.length === 1 ? `the package "${peers[0]}", which is not installed` : `the packages ${peers.map((p) => `"${p}"`).join(' and ')}, which are not installed`;
+    super('MISSING_PEER', `${entry} needs ${named} (twophase declares ${peers.length === 1 ? 'it as an optional peer dependency' : 'them as optional peer dependencies'}). Install ${peers.length === 1 ? 'it' : 'them'} in your project: npm install ${peers.join(' ')}`, options);
+    this.peer = peers[0]!;
+    this.peers = peers;
   }
 }
 

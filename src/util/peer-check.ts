@@ -11,17 +11,24 @@ import { MissingPeerDependencyError } from './errors';
 import type { Logger } from './logger';
 
 /**
- * Throws when `peer` cannot be resolved from twophase's own location.
+ * Throws when `peer` (or any of `peers`) cannot be resolved from twophase's own location; every
+ * missing one is named in the one error.
  * @param entry the entry point that needs it, for the message (`twophase/kafka`)
- * @throws MissingPeerDependencyError naming the package and `npm install <peer>`
+ * @throws MissingPeerDependencyError naming the packages and `npm install <peers>`
  */
-export function requirePeer(peer: string, entry: string): void {
-  try {
-    require.resolve(peer);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') throw new MissingPeerDependencyError(peer, entry, { cause: error });
-    throw error;
+export function requirePeer(peers: string | readonly string[], entry: string): void {
+  const missing: string[] = [];
+  let cause: unknown;
+  for (const peer of typeof peers === 'string' ? [peers] : peers) {
+    try {
+      require.resolve(peer);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw error;
+      missing.push(peer);
+      cause ??= error;
+    }
   }
+  if (missing.length > 0) throw new MissingPeerDependencyError(missing, entry, { cause });
 }
 
 /** The installed version of `peer` (its package.json, found above its main file), or undefined. */

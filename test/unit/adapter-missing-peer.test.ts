@@ -29,6 +29,13 @@ test.each([
   expect(run.stderr).toContain(`npm install ${named}`);
 });
 
+test('require(adapters/rabbitmq) without both of its clients names both, and one install command for the two', () => {
+  const run = requireWithout('adapters/rabbitmq', 'amqplib,amqp-connection-manager');
+  expect(run.status).not.toBe(0);
+  expect(run.stderr).toContain('twophase/rabbitmq needs the packages "amqplib" and "amqp-connection-manager"');
+  expect(run.stderr).toContain('npm install amqplib amqp-connection-manager');
+});
+
 test.each([['kafka'], ['rabbitmq'], ['postgres'], ['otel']])(
   'the published adapters/%s/index.js requires ./peer before any other module (as tsconfig.build.json compiles it)',
   (adapter) => {

@@ -4,8 +4,7 @@
  */
 import { requirePeer } from '../../../src/adapter-kit';
 
-requirePeer('drizzle-orm', 'twophase/drizzle');
-requirePeer('pg', 'twophase/drizzle');
+requirePeer(['drizzle-orm', 'pg'], 'twophase/drizzle');
 
 /** The versions of `drizzle-orm` twophase supports: its `peerDependencies` range in package.json. */
 export const SUPPORTED_RANGE = '^0.45.0';
