@@ -58,7 +58,9 @@ export class UnroutableError extends RabbitMqError {
     readonly exchange: string,
     readonly routingKey: string,
     readonly replyText: string,
-    message = `message to exchange "${exchange}" with routing key "${routingKey}" was returned as unroutable (${replyText})`,
+    message = `message to exchange "${exchange}" with routing key "${routingKey}" was returned as unroutable (${replyText}): ` +
+      `no queue is bound to exchange "${exchange}" with a binding that matches routing key "${routingKey}": bind a queue ` +
+      '(a RabbitMqSource declares its bindings when it starts), or correct the exchange or the routing key',
   ) {
     super('UNROUTABLE', message);
   }

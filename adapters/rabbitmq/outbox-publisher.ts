@@ -94,7 +94,7 @@ export class RabbitMqOutboxPublisher implements OutboxPublisher {
     }
     if (!exists) {
       this.exchanges.delete(exchange);
-      throw new UnroutableError(exchange, routingKey, 'NOT_FOUND', `exchange "${exchange}" does not exist (404 NOT_FOUND); the message (routing key "${routingKey}") was not sent`);
+      throw new UnroutableError(exchange, routingKey, 'NOT_FOUND', `exchange "${exchange}" does not exist (404 NOT_FOUND); the message (routing key "${routingKey}") was not sent: declare the exchange (a RabbitMqSource declares the exchanges of its bindings when it starts), or correct the name`);
     }
   }
 

@@ -125,6 +125,8 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
     }, { what: 'the failure recorded' });
     expect(row).toMatchObject({ state: 'pending', attempts: 1, lease_owner: null });
     expect(row!.last_error).toMatch(/unroutable|NO_ROUTE|returned/i);
+    // The error names the fix, not only the symptom.
+    expect(row!.last_error).toMatch(/no queue is bound to exchange ".*" with a binding that matches routing key "nobody-bound": bind a queue/);
     expect(row!.available_in_ms).toBeGreaterThan(30_000);
     expect(relay.health().published).toBe(0);
   });
@@ -146,6 +148,7 @@ describeWithServices(['rabbitmq', 'postgres'], 'transactional outbox: PostgreSQL
     }, { what: 'the five published and removed, the one to the missing exchange dead' });
     expect(rows[0]).toMatchObject({ state: 'dead', attempts: 1, dead_reason: 'unroutable' });
     expect(rows[0]!.last_error).toContain(`exchange "${missing}" does not exist`);
+    expect(rows[0]!.last_error).toMatch(/declare the exchange .*or correct the name/);
     expect(failures).toHaveLength(1);
     expect(failures[0]).toBeInstanceOf(UnroutableError);
     const got = await waitFor(async () => {
