@@ -115,7 +115,13 @@ export function describeClaimerThroughOrm(name: OrmName): void {
     test('a hung owner cannot commit late: past the lease the server ends its session, its commit rejects, a second worker commits once', async () => {
       const hung = await acquire('k6', { leaseTtlMs: 400, doneTtlMs: 60_000 });
       await lib.writeEffect(hung.receipt.transaction, 'k6', hung.receipt.fencingToken);
-      await new Promise((r) => setTimeout(r, 1200));
+      // The hung session: the one holding a lock on this schema's effect table (its uncommitted write).
+      const [pid] = (await f.pool.query<{ pid: number }>(`SELECT DISTINCT pid FROM pg_locks WHERE relation = '${f.schema}.effect'::regclass AND pid <> pg_backend_pid()`)).rows.map((r) => r.pid);
+      expect(pid).toBeDefined();
+      await new Promise((r) => setTimeout(r, 450));
+      // The server ends the session once the lease has passed; on a loaded machine that can take
+      // longer than the lease itself (a claim meanwhile is busy, rightly): wait for it to be gone.
+      await waitFor(async () => (await f.pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0, { what: 'the hung session ended by the server', timeoutMs: 20_000 });
       const second = await acquire('k6');
       await lib.writeEffect(second.receipt.transaction, 'k6', second.receipt.fencingToken);
       const late = await hung.receipt.commit().then(
