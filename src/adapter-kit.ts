@@ -9,7 +9,8 @@
  *
  * @module twophase/adapter-kit
  */
-export { checkKnownOptions, optionNames, closestName, describeType } from './util/known-options';
+export { checkKnownOptions, optionNames, closestName, describeType, withoutPasswords } from './util/known-options';
+export { checkClaimer } from './util/wiring-checks';
 export { checkInteger, checkBoolean, checkFraction } from './util/option-checks';
 export { validateClaimOptions, checkTtl } from './claim/keys';
 export { encodeResult, decodeResult } from './claim/result-codec';

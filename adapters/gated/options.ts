@@ -4,7 +4,7 @@
  * and validates at construction, naming the field and the value.
  */
 import { type Claimer, type Clock, ConfigurationError, consoleWarnLogger, type Logger } from '../../src';
-import { checkInteger, checkKnownOptions, describeType, optionNames, monotonicClock } from '../../src/adapter-kit';
+import { checkClaimer, checkInteger, checkKnownOptions, describeType, optionNames, monotonicClock } from '../../src/adapter-kit';
 
 /** What the gated claimer is given: two claimers the application built, and optionally a logger and a clock. */
 export interface GatedClaimerDependencies {
@@ -78,12 +78,7 @@ export function resolveGatedDependencies(dependencies: GatedClaimerDependencies)
     throw new ConfigurationError(`GatedClaimer needs { gate, truth }: two claimers, got ${describeType(dependencies)}`);
   }
   checkKnownOptions('GatedClaimer dependencies', dependencies, DEPENDENCY_NAMES);
-  for (const role of ['gate', 'truth'] as const) {
-    const claimer = dependencies[role] as Partial<Claimer> | undefined;
-    if (!claimer || typeof claimer.claim !== 'function') {
-      throw new ConfigurationError(`GatedClaimer dependency ${role} must be a claimer (an object with claim()), got ${describeType(claimer)}`);
-    }
-  }
+  for (const role of ['gate', 'truth'] as const) checkClaimer(`GatedClaimer dependency ${role}`, dependencies[role]);
   if (dependencies.gate.transactional === true || dependencies.gate.sharesTransactions === true) {
     // The handler runs in the truth's transaction only; a transaction opened by the gate would
     // commit empty while the effect ran outside any claim's transaction.

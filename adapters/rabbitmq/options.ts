@@ -4,7 +4,7 @@
  * construction, naming the field and the value.
  */
 import { ConfigurationError, type Logger } from '../../src';
-import { checkBoolean, checkInteger, checkKnownOptions, optionNames } from '../../src/adapter-kit';
+import { checkBoolean, checkInteger, checkKnownOptions, optionNames, withoutPasswords } from '../../src/adapter-kit';
 
 /** RabbitMQ queue types the adapter supports ("Quorum Queues" and "Classic Queues" docs). */
 export type QueueType = 'classic' | 'quorum';
@@ -215,7 +215,7 @@ export function resolveSourceOptions(options: RabbitMqSourceOptions): ResolvedSo
   if (Array.isArray(options.bindings)) options.bindings.forEach((b, i) => checkKnownOptions(`RabbitMqSource options.bindings[${i}]`, b, BINDING_NAMES));
   const urls = typeof options.url === 'string' ? [options.url] : Array.isArray(options.url) ? [...options.url] : [];
   if (urls.length === 0 || urls.some((u) => typeof u !== 'string' || !/^amqps?:\/\//.test(u))) {
-    throw new ConfigurationError(`url must be an amqp:// or amqps:// URL (or a non-empty list of them), got ${JSON.stringify(options.url)}`);
+    throw new ConfigurationError(`url must be an amqp:// or amqps:// URL (or a non-empty list of them), got ${withoutPasswords(JSON.stringify(options.url) ?? String(options.url))}`);
   }
   checkName('queue', options.queue);
   if (options.queue.startsWith('amq.')) throw new ConfigurationError(`queue must not start with "amq." (reserved by the broker), got ${JSON.stringify(options.queue)}`);

@@ -214,7 +214,7 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
       `name "${RUN_ONCE_NAMESPACE}" is reserved for runOnce: a consumer's claim keys start with its name, so its messages could plant the stored results runOnce replays; choose another name`,
     );
   }
-  checkClaimer('', options.claimer);
+  checkClaimer('claimer', options.claimer);
   checkSource(options.source);
   const resolved = {
     ...CONSUMER_DEFAULTS,

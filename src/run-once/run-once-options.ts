@@ -120,7 +120,7 @@ const POLICIES: readonly FailurePolicy[] = ['record', 'release'];
 export function resolveRunOnceOptions(options: RunOnceOptions): ResolvedRunOnceOptions {
   if (!options || typeof options !== 'object') throw new ConfigurationError(`runOnce options are required, got ${describeType(options)}`);
   checkKnownOptions('runOnce options', options, RUN_ONCE_OPTION_NAMES);
-  checkClaimer('runOnce: ', options.claimer);
+  checkClaimer('runOnce: claimer', options.claimer);
   checkTtl('leaseTtlMs', options.leaseTtlMs, MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS);
   checkTtl('doneTtlMs', options.doneTtlMs, MIN_LEASE_TTL_MS, MAX_DONE_TTL_MS);
   if (options.doneTtlMs < options.leaseTtlMs) throw new ConfigurationError(`doneTtlMs (${options.doneTtlMs}) must be ≥ leaseTtlMs (${options.leaseTtlMs})`);

@@ -75,14 +75,28 @@ export function editDistance(a: string, b: string): number {
   return d[rows * cols - 1]!;
 }
 
-/** `'3' (a string)`, `null`, `[1] (an array)`: a value with its JavaScript type, for error messages. */
+/**
+ * `'3' (a string)`, `null`, `[1] (an array)`, `the class X itself`: a value with its JavaScript
+ * type, for error messages. A URL's password is replaced by `***`; a function's source is never
+ * printed.
+ */
 export function describeType(value: unknown): string {
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
-  if (Array.isArray(value)) return `${JSON.stringify(value).slice(0, 40)} (an array)`;
-  if (typeof value === 'string') return `'${value.slice(0, 40)}' (a string)`;
+  if (Array.isArray(value)) return `${withoutPasswords(JSON.stringify(value)).slice(0, 60)} (an array)`;
+  if (typeof value === 'string') return `'${withoutPasswords(value).slice(0, 80)}' (a string)`;
   if (typeof value === 'object') return `an object`;
+  if (typeof value === 'function') {
+    const name = value.name || 'anonymous';
+    return /^class\b/.test(Function.prototype.toString.call(value)) ? `the class ${name} itself: construct it, new ${name}(…)` : `a function (${name})`;
+  }
   return `${String(value)} (a ${typeof value})`;
+}
+
+/** `scheme://user:***@host…`: every `//user:password@` in `text` with its password hidden. */
+export function withoutPasswords(text: string): string {
+  // The password runs to the last `@` before the path, so an unescaped `@` in it is hidden too.
+  return text.replace(/\/\/([^:@/\s]*):[^/\s]*@/g, '//$1:***@');
 }
 
 /**

@@ -1,70 +1,88 @@
 /**
- * The consumer's and runOnce's two wired parts, `claimer` and `source`: a missing or wrong one is
- * refused with what was given and the fix. A store client given where its claimer belongs (an
- * ioredis client, a pg Pool) or a broker client where its source belongs (a kafkajs client, an
- * amqplib connection) is recognised by its shape (nothing is imported) and named.
+ * The two wired parts of a consumer or runOnce, `claimer` and `source`: a missing or wrong one is
+ * refused with what was given and the fix. A store client (an ioredis client, a pg Pool) or a
+ * broker client (a kafkajs client or consumer, an amqplib connection, an AMQP URL) is recognised
+ * by its shape (nothing is imported) and sent to the part it goes inside.
  */
 import { ConfigurationError } from './errors';
 import { describeType } from './known-options';
 
-type Fn = (...args: never[]) => unknown;
+type Role = 'claimer' | 'source';
+
+/** A client recognised by its shape: what it is, the part it goes inside, and how. */
+interface Recognised {
+  readonly got: string;
+  readonly belongs: Role;
+  /** The part built around it. */
+  readonly fix: string;
+  /** The advice when it was given in place of the part it goes inside. */
+  readonly advice: string;
+}
+
+const PART: Readonly<Record<Role, { readonly type: string; readonly method: string; readonly examples: string }>> = {
+  claimer: {
+    type: 'Claimer',
+    method: 'claim',
+    examples: "new InMemoryClaimer() (twophase), new RedisClaimer({ redis }) (twophase/redis) or new PostgresClaimer({ pool }, { mode: 'transactional' }) (twophase/postgres)",
+  },
+  source: {
+    type: 'MessageSource',
+    method: 'start',
+    examples: 'new RabbitMqSource({ url, queue }) (twophase/rabbitmq), new KafkaSource({ kafka }, { topics, groupId }) (twophase/kafka) or new MemorySource({ broker, queue }) (twophase/memory)',
+  },
+};
+
 const has = (value: object, ...methods: string[]): boolean => methods.every((m) => typeof (value as Record<string, unknown>)[m] === 'function');
 
-/** What a value that is not the part looks like, and where it goes instead. */
-interface Misplaced {
-  readonly got: string;
-  readonly fix: string;
-}
-
-const CLAIMER_EXAMPLES = "new InMemoryClaimer() (twophase), new RedisClaimer({ redis }) (twophase/redis) or new PostgresClaimer({ pool }, { mode: 'transactional' }) (twophase/postgres)";
-const SOURCE_EXAMPLES = 'new RabbitMqSource({ url, queue }) (twophase/rabbitmq), new KafkaSource({ kafka }, { topics, groupId }) (twophase/kafka) or new MemorySource({ broker, queue }) (twophase/memory)';
-
-function misplacedClaimer(value: object): Misplaced | undefined {
-  if (has(value, 'sendCommand', 'defineCommand')) return { got: 'an ioredis client', fix: "an ioredis client goes inside a claimer: new RedisClaimer({ redis }) from 'twophase/redis'" };
-  if (has(value, 'query', 'connect')) return { got: 'a pg Pool or Client', fix: "a pg Pool goes inside a claimer: new PostgresClaimer({ pool }, { mode: 'transactional' }) from 'twophase/postgres'" };
-  return undefined;
-}
-
-function misplacedSource(value: unknown): Misplaced | undefined {
-  if (typeof value === 'string' && /^amqps?:\/\//.test(value)) {
-    return { got: describeType(value), fix: "a RabbitMQ URL goes inside a source: new RabbitMqSource({ url, queue }) from 'twophase/rabbitmq'" };
+function recognise(value: unknown): Recognised | undefined {
+  const inside = (got: string, belongs: Role, fix: string, advice = `${got} goes inside a ${belongs}: ${fix}`): Recognised => ({ got, belongs, fix, advice });
+  if (typeof value === 'string') {
+    return /^amqps?:\/\//.test(value) ? { ...inside('a RabbitMQ URL', 'source', "new RabbitMqSource({ url, queue }) from 'twophase/rabbitmq'"), got: describeType(value) } : undefined;
   }
   if (typeof value !== 'object' || value === null) return undefined;
-  if (has(value, 'consumer', 'producer', 'admin')) return { got: 'a kafkajs client', fix: "a kafkajs client goes inside a source: new KafkaSource({ kafka }, { topics, groupId }) from 'twophase/kafka'" };
-  if (has(value, 'subscribe', 'run', 'commitOffsets')) {
-    return { got: 'a kafkajs consumer', fix: "KafkaSource makes its own consumer from the kafkajs client: new KafkaSource({ kafka }, { topics, groupId }) from 'twophase/kafka'" };
-  }
+  if (has(value, 'sendCommand', 'defineCommand')) return inside('an ioredis client', 'claimer', "new RedisClaimer({ redis }) from 'twophase/redis'");
+  if (has(value, 'query', 'connect')) return inside('a pg Pool or Client', 'claimer', "new PostgresClaimer({ pool }, { mode: 'transactional' }) from 'twophase/postgres'", `a pg Pool goes inside a claimer: new PostgresClaimer({ pool }, { mode: 'transactional' }) from 'twophase/postgres'`);
+  const kafkaSource = "new KafkaSource({ kafka }, { topics, groupId }) from 'twophase/kafka'";
+  if (has(value, 'consumer', 'producer', 'admin')) return inside('a kafkajs client', 'source', kafkaSource);
+  if (has(value, 'subscribe', 'run', 'commitOffsets')) return inside('a kafkajs consumer', 'source', kafkaSource, `KafkaSource makes its own consumer from the kafkajs client: ${kafkaSource}`);
   if (has(value, 'createChannel', 'createConfirmChannel') || has(value, 'assertQueue', 'consume')) {
-    return { got: 'an amqplib connection or channel', fix: "RabbitMqSource opens its own connection from a URL: new RabbitMqSource({ url, queue }) from 'twophase/rabbitmq'" };
+    const rabbitSource = "new RabbitMqSource({ url, queue }) from 'twophase/rabbitmq'";
+    return inside('an amqplib connection or channel', 'source', rabbitSource, `RabbitMqSource opens its own connection from a URL: ${rabbitSource}`);
   }
   return undefined;
 }
 
-/** `a Redis`, or `an object with no claim()` for a plain object. */
+/** `a Widget (no claim())`, `an EventThing (no start())`, or `an object with no claim()` for a plain object. */
 function describeObject(value: object, method: string): string {
   const proto: unknown = Object.getPrototypeOf(value);
-  const name = proto === null || proto === Object.prototype ? '' : ((proto as { constructor?: Fn }).constructor?.name ?? '');
-  return name && name !== 'Object' ? `a ${name} (no ${method}())` : `an object with no ${method}()`;
+  const ctor = proto === null ? undefined : (proto as { constructor?: { name?: unknown } }).constructor;
+  const name = proto === Object.prototype || typeof ctor?.name !== 'string' ? '' : ctor.name;
+  if (!name || name === 'Object') return `an object with no ${method}()`;
+  return `${/^[AEIOU]/i.test(name) ? 'an' : 'a'} ${name} (no ${method}())`;
 }
 
-function refuse(prefix: string, role: string, type: string, method: string, examples: string, value: unknown, misplaced: Misplaced | undefined): never {
-  if (value === undefined || value === null) throw new ConfigurationError(`${prefix}${role} is required: a ${type} such as ${examples}`);
-  const got = misplaced?.got ?? (typeof value === 'object' ? describeObject(value, method) : describeType(value));
-  const fix = misplaced?.fix ?? `give a ${type}, such as ${examples}`;
-  throw new ConfigurationError(`${prefix}${role} must be a ${type} (an object with ${method}()), got ${got}: ${fix}`);
+function check(label: string, role: Role, value: unknown): void {
+  const part = PART[role];
+  if (typeof value === 'object' && value !== null && has(value, part.method)) return;
+  if (value === undefined || value === null) throw new ConfigurationError(`${label} is required: a ${part.type} such as ${part.examples}`);
+  const shape = `${label} must be a ${part.type} (an object with ${part.method}())`;
+  const known = recognise(value);
+  if (known?.belongs === role) throw new ConfigurationError(`${shape}, got ${known.got}: ${known.advice}`);
+  if (known) throw new ConfigurationError(`${shape}, got ${known.got}, which goes inside a ${known.belongs} (${known.fix}), not in ${role}: give a ${part.type}, such as ${part.examples}`);
+  if (typeof value === 'function') throw new ConfigurationError(`${shape}, got ${describeType(value)}`);
+  const got = typeof value === 'object' ? describeObject(value, part.method) : describeType(value);
+  throw new ConfigurationError(`${shape}, got ${got}: give a ${part.type}, such as ${part.examples}`);
 }
 
 /**
- * @param prefix put before the message (`'runOnce: '`), or `''`
+ * @param label how the message names the value: `claimer`, `runOnce: claimer`, `GatedClaimer dependency gate`
  * @throws ConfigurationError naming what was given and the fix, when `value` has no `claim()`
  */
-export function checkClaimer(prefix: string, value: unknown): void {
-  if (typeof value === 'object' && value !== null && has(value, 'claim')) return;
-  refuse(prefix, 'claimer', 'Claimer', 'claim', CLAIMER_EXAMPLES, value, typeof value === 'object' && value !== null ? misplacedClaimer(value) : undefined);
+export function checkClaimer(label: string, value: unknown): void {
+  check(label, 'claimer', value);
 }
 
 /** @throws ConfigurationError naming what was given and the fix, when `value` has no `start()` */
 export function checkSource(value: unknown): void {
-  if (typeof value === 'object' && value !== null && has(value, 'start')) return;
-  refuse('', 'source', 'MessageSource', 'start', SOURCE_EXAMPLES, value, misplacedSource(value));
+  check('source', 'source', value);
 }

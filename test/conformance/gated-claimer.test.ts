@@ -220,3 +220,10 @@ describe('GatedClaimer on in-memory claimers', () => {
     });
   });
 });
+
+test('GatedClaimer given a store client where a claimer goes: names it and the claimer it goes inside', () => {
+  const redisLike = { sendCommand: () => undefined, defineCommand: () => undefined };
+  expect(() => new GatedClaimer({ gate: redisLike as never, truth: new InMemoryClaimer() })).toThrow(
+    /GatedClaimer dependency gate must be a Claimer \(an object with claim\(\)\), got an ioredis client: an ioredis client goes inside a claimer: new RedisClaimer\(\{ redis \}\)/,
+  );
+});

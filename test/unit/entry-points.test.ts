@@ -16,6 +16,8 @@ const KIT_VALUES = [
   'optionNames',
   'closestName',
   'describeType',
+  'withoutPasswords',
+  'checkClaimer',
   'validateClaimOptions',
   'checkTtl',
   'encodeResult',

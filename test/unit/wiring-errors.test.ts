@@ -52,3 +52,49 @@ describe('source', () => {
     expect(consumer(claimer, value())).toThrow(message);
   });
 });
+
+describe('what the messages never print', () => {
+  const claimer = new InMemoryClaimer();
+  test('a URL given in the wrong place keeps its password out of the error, and is not cut mid-port', () => {
+    const wrong = consumer(claimer, 'amqp://admin:s3cr3tPW@rabbit.internal:5672/vh');
+    expect(wrong).toThrow(/got 'amqp:\/\/admin:\*\*\*@rabbit\.internal:5672\/vh' \(a string\)/);
+    expect(wrong).not.toThrow(/s3cr3tPW/);
+    expect(consumer('postgres://u:hunter2@db.internal/app', new ManualSource())).not.toThrow(/hunter2/);
+    expect(consumer('postgres://u:hunter2@db.internal/app', new ManualSource())).toThrow(/got 'postgres:\/\/u:\*\*\*@db\.internal\/app' \(a string\)/);
+  });
+
+  test('a class given without new is named, not printed: its source stays out of the message', () => {
+    expect(consumer(InMemoryClaimer, new ManualSource())).toThrow(/got the class InMemoryClaimer itself: construct it, new InMemoryClaimer\(…\)$/);
+    expect(consumer(claimer, ManualSource)).toThrow(/got the class ManualSource itself: construct it, new ManualSource\(…\)$/);
+    let message = '';
+    try {
+      consumer(InMemoryClaimer, new ManualSource())();
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message.length).toBeLessThan(400);
+  });
+});
+
+describe('a client given to the other part', () => {
+  const redis = new Redis({ lazyConnect: true });
+  const pool = new Pool({ host: '127.0.0.1', port: 1 });
+  afterAll(async () => {
+    redis.disconnect();
+    await pool.end();
+  });
+
+  test('an ioredis client or a pg Pool as the source: named, and sent to the claimer', () => {
+    expect(consumer(new InMemoryClaimer(), redis)).toThrow(/source must be a MessageSource \(an object with start\(\)\), got an ioredis client, which goes inside a claimer \(new RedisClaimer\(\{ redis \}\) from 'twophase\/redis'\), not in source: give a MessageSource/);
+    expect(consumer(new InMemoryClaimer(), pool)).toThrow(/got a pg Pool or Client, which goes inside a claimer/);
+  });
+
+  test('a kafkajs client as the claimer: named, and sent to the source', () => {
+    expect(consumer(new Kafka({ brokers: ['127.0.0.1:1'] }), new ManualSource())).toThrow(/claimer must be a Claimer \(an object with claim\(\)\), got a kafkajs client, which goes inside a source \(new KafkaSource\(\{ kafka \}, \{ topics, groupId \}\) from 'twophase\/kafka'\), not in claimer: give a Claimer/);
+  });
+
+  test('an unrecognised class instance is named with the right article', () => {
+    class EventThing {}
+    expect(consumer(new InMemoryClaimer(), new EventThing())).toThrow(/got an EventThing \(no start\(\)\)/);
+  });
+});

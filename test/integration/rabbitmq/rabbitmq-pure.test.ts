@@ -37,6 +37,12 @@ describe('RabbitMQ source options', () => {
     expect(o).toMatchObject({ deadLetterExchange: 'orders.dlx', deadLetterQueue: 'orders.dlq', deadLetterRoutingKey: 'orders', queueType: 'classic', topology: 'declare', onCancel: 'resubscribe' });
   });
 
+  test('a URL that is not amqp:// is named without its password', () => {
+    const wrong = () => resolveSourceOptions({ url: 'http://admin:S3cret@h:5672', queue: 'q' });
+    expect(wrong).toThrow(/url must be an amqp.*got "http:\/\/admin:\*\*\*@h:5672"/);
+    expect(wrong).not.toThrow(/S3cret/);
+  });
+
   test.each([
     [{ url: 'http://x', queue: 'q' }, /url must be an amqp/],
     [{ url, queue: '' }, /queue must be a non-empty string/],
