@@ -39,6 +39,12 @@ export class SupervisedChannel {
   private wrapper: ChannelWrapper | undefined;
   private closed = false;
   private recoveryTimer: NodeJS.Timeout | undefined;
+  /**
+   * The broker's reason for the latest close of an underlying channel (`404 (NOT-FOUND) … no
+   * exchange 'x'`), for the errors of the operations that close failed: amqplib rejects them
+   * with a bare "channel closed".
+   */
+  lastCloseError: Error | undefined;
 
   constructor(
     private readonly manager: AmqpConnectionManager,
@@ -78,8 +84,10 @@ export class SupervisedChannel {
 
   private async runSetup(channel: Channel): Promise<void> {
     let closeError: Error | undefined;
+    this.lastCloseError = undefined; // a new channel: an earlier one's reason says nothing of it
     channel.on('error', (error: Error) => {
       closeError = error;
+      this.lastCloseError = error;
     });
     channel.once('close', () => this.onRawClose(channel, closeError));
     try {

@@ -85,7 +85,11 @@ export class ConfirmPublisher {
       // none, so bound the whole wait here as well.
       await withDeadline(sent, timeoutMs + 50, `confirm of a publish to "${exchange}"/"${routingKey}"`);
     } catch (error) {
-      throw new PublishError(`publish to exchange "${exchange}" with routing key "${routingKey}" was not confirmed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      const text = error instanceof Error ? error.message : String(error);
+      // amqplib rejects every publish of a channel the broker closed with a bare "channel closed";
+      // the broker's reason came on the channel's error event (a 404 for a missing exchange).
+      const reason = /channel closed/i.test(text) && this.channel.lastCloseError ? `; the broker closed the channel: ${this.channel.lastCloseError.message}` : '';
+      throw new PublishError(`publish to exchange "${exchange}" with routing key "${routingKey}" was not confirmed: ${text}${reason}`, { cause: error });
     } finally {
       this.pending.delete(entry);
     }

@@ -142,6 +142,16 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     expect(await h.admin.messageCount(queue)).toBe(1);
   });
 
+  test('a publish to an exchange that does not exist names the broker\'s reason (404, no exchange), not only "channel closed"; the publisher recovers', async () => {
+    const missing = `${h.queue('no-such-exchange')}.x`;
+    const failed = await publisher.publish(missing, 'rk', { a: 1 }, { idempotencyKey: 'k-missing' }).then(() => undefined, (error: unknown) => error as Error);
+    expect(failed?.message).toMatch(new RegExp(`publish to exchange "${missing.replace(/\./g, '\\.')}" with routing key "rk" was not confirmed: .*the broker closed the channel: .*404.*no exchange`));
+    const queue = h.queue('after-missing-exchange');
+    await (await h.admin.ch()).assertQueue(queue, { durable: false });
+    await waitFor(async () => publisher.sendToQueue(queue, { ok: true }).then(() => true, () => false), { what: 'a publish on the new channel' });
+    expect(await h.admin.messageCount(queue)).toBeGreaterThanOrEqual(1);
+  });
+
   test('what amqplib cannot encode fails that publish at once (headers over 65 536 bytes: MessageTooLargeError; a 300-byte message id, a function header: ConfigurationError); nothing is sent and later confirms stay in step', async () => {
     const queue = h.queue('big-headers');
     const ch = await h.admin.ch();
