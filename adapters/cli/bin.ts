@@ -5,13 +5,14 @@
  * relay after its publishes in flight; the line written says which (stop-notice.ts).
  *
  * A closed stdout or stderr (EPIPE: `twophase dlq replay --json | head -2`) is a stop request
- * too: the messages in progress finish (republish confirmed, then removed from the DLQ), no new
- * ones are taken, later output is dropped, and the command exits with code 1 without a stack
- * trace.
+ * too for a replay and a relay: the messages in progress finish (republish confirmed, then
+ * removed from the DLQ), no new ones are taken. Any other command runs to its end. Either way
+ * later output is dropped, and the command exits with code 1 without a stack trace; the line on
+ * stderr says which (stop-notice.ts).
  */
 import { EXIT, runCli } from './program';
 import { processOutput } from './process-output';
-import { stopNotice } from './stop-notice';
+import { closedNotice, stopNotice } from './stop-notice';
 
 const args = process.argv.slice(2);
 
@@ -20,7 +21,7 @@ const output = processOutput(process, ({ stream, error }) => {
   const code = (error as NodeJS.ErrnoException).code ?? error.message;
   if (!controller.signal.aborted) {
     controller.abort();
-    if (output.isOpen('stderr')) output.io.stderr(`${stream} closed (${code}): stopping after the messages in progress; output dropped\n`);
+    if (output.isOpen('stderr')) output.io.stderr(closedNotice(args, stream, String(code)));
   }
 });
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -14,3 +14,15 @@ export function stopNotice(args: readonly string[], signal: NodeJS.Signals): str
   }
   return `${signal}: stopping when the command ends; a second signal exits at once\n`;
 }
+
+/**
+ * The line written to the stream still open when `stream` closed (EPIPE: `twophase … | head -1`)
+ * while `twophase <args>` runs, ending in a newline. A replay and a relay stop as on a signal; the
+ * other commands run to their end, their later output dropped.
+ */
+export function closedNotice(args: readonly string[], stream: 'stdout' | 'stderr', code: string): string {
+  const [group, command] = args;
+  if (group === 'dlq' && command === 'replay') return `${stream} closed (${code}): stopping after the messages in progress; output dropped\n`;
+  if (group === 'outbox' && command === 'relay') return `${stream} closed (${code}): stopping the relay as on SIGTERM; output dropped\n`;
+  return `${stream} closed (${code}): the command runs to its end; its output is dropped\n`;
+}
