@@ -59,8 +59,10 @@ export class UnroutableError extends RabbitMqError {
     readonly routingKey: string,
     readonly replyText: string,
     message = `message to exchange "${exchange}" with routing key "${routingKey}" was returned as unroutable (${replyText}): ` +
-      `no queue is bound to exchange "${exchange}" with a binding that matches routing key "${routingKey}": bind a queue ` +
-      '(a RabbitMqSource declares its bindings when it starts), or correct the exchange or the routing key',
+      (exchange === ''
+        ? `no queue named "${routingKey}" exists (the default exchange routes by queue name): declare the queue (a RabbitMqSource declares its queue when it starts), or correct the name`
+        : `no queue is bound to exchange "${exchange}" with a binding that matches routing key "${routingKey}": bind a queue ` +
+          '(a RabbitMqSource declares its bindings when it starts), or correct the exchange or the routing key'),
   ) {
     super('UNROUTABLE', message);
   }

@@ -142,6 +142,13 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     expect(await h.admin.messageCount(queue)).toBe(1);
   });
 
+  test('sendToQueue to a queue that does not exist: UnroutableError says no queue has that name, and the fix', async () => {
+    const missing = h.queue('no-such-queue');
+    const failed = await publisher.sendToQueue(missing, { a: 1 }, { idempotencyKey: 'k-noq' }).then(() => undefined, (error: unknown) => error as Error);
+    expect(failed).toBeInstanceOf(UnroutableError);
+    expect(failed?.message).toMatch(new RegExp(`no queue named "${missing.replace(/\./g, '\\.')}" exists \\(the default exchange routes by queue name\\): declare the queue`));
+  });
+
   test('a publish to an exchange that does not exist names the broker\'s reason (404, no exchange), not only "channel closed"; the publisher recovers', async () => {
     const missing = `${h.queue('no-such-exchange')}.x`;
     const failed = await publisher.publish(missing, 'rk', { a: 1 }, { idempotencyKey: 'k-missing' }).then(() => undefined, (error: unknown) => error as Error);
