@@ -258,8 +258,11 @@ export function resolveConsumerOptions(options: ConsumerOptions, defaultLogger: 
   checkBoolean('failOpen', resolved.failOpen);
   checkBoolean('requireTransaction', resolved.requireTransaction);
   if (resolved.requireTransaction && resolved.claimer.transactional !== true) {
+    const details = resolved.claimer.describe?.();
+    const says = details ? ` (it says: ${Object.entries(details).map(([name, value]) => `${name} ${String(value)}`).join(', ')})` : '';
     throw new ConfigurationError(
-      "requireTransaction: the handler writes through ctx.transaction, but the claimer gives no transaction: use a transactional claimer, e.g. new PostgresClaimer({ pool }, { mode: 'transactional' })",
+      `requireTransaction: the handler writes through ctx.transaction, but the claimer gives no transaction${says}: use a transactional claimer ` +
+        "(for a GatedClaimer, a transactional truth), e.g. new PostgresClaimer({ pool }, { mode: 'transactional' })",
     );
   }
   if (resolved.failOpen && resolved.claimer.transactional === true) {

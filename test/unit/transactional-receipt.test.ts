@@ -160,6 +160,13 @@ describe('GatedClaimer: the transaction is the truth\'s', () => {
     expect(() => new GatedClaimer({ gate: new InMemoryClaimer(), truth: new PostgresClaimer({ pool }, { mode: 'transactional' }) })).not.toThrow();
   });
 
+  test('requireTransaction with a standalone truth: the refusal names what the claimer is and that the truth must be transactional', () => {
+    const gated = new GatedClaimer({ gate: new InMemoryClaimer(), truth: new PostgresClaimer({ pool }) });
+    expect(() => new FnConsumer({ ...fastOptions(gated), requireTransaction: true }, async () => ack())).toThrow(
+      /claimer gives no transaction \(it says: store gated, gate in_memory, truth postgresql, truthMode standalone, truthSchema twophase\).*for a GatedClaimer, a transactional truth/,
+    );
+  });
+
   test('describe() names both parts for the consumer\'s start line', () => {
     const gated = new GatedClaimer({ gate: new InMemoryClaimer(), truth: new PostgresClaimer({ pool }, { mode: 'transactional', schema: 'billing' }) });
     expect(gated.describe()).toEqual({ store: 'gated', gate: 'in_memory', truth: 'postgresql', truthMode: 'transactional', truthSchema: 'billing' });
