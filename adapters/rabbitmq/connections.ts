@@ -10,7 +10,7 @@
 import type { Channel, ChannelModel } from 'amqplib';
 import { type AmqpConnectionManager, connect } from 'amqp-connection-manager';
 import { type Logger, ShutdownError, TimeoutError } from '../../src';
-import { withDeadline } from '../../src/adapter-kit';
+import { withDeadline, withoutPasswords } from '../../src/adapter-kit';
 import { BrokerConnectionError, connectFailureReason, isPermanentConnectFailure } from './connection-error';
 import { BrokerUnavailableError } from './errors';
 import type { SourceLifecycle } from './lifecycle';
@@ -175,5 +175,5 @@ async function destroySocket(manager: AmqpConnectionManager | undefined): Promis
  */
 export function redact(url: unknown): string {
   const text = typeof url === 'string' ? url : typeof url === 'object' && url !== null && 'url' in url ? String((url as { url: unknown }).url) : 'amqp';
-  return text.replace(/\/\/([^:@/]*):[^/]*@/, '//$1:***@');
+  return withoutPasswords(text);
 }

@@ -113,7 +113,7 @@ export function optionNames<T>() {
 }
 
 /** The class name of an object built by a class other than Object, else undefined (plain objects, null-prototype objects). */
-function instanceClassName(value: object): string | undefined {
+export function instanceClassName(value: object): string | undefined {
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto === null || proto === Object.prototype) return undefined;
   const ctor = (proto as { constructor?: unknown }).constructor;

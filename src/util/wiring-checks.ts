@@ -5,7 +5,7 @@
  * by its shape (nothing is imported) and sent to the part it goes inside.
  */
 import { ConfigurationError } from './errors';
-import { describeType } from './known-options';
+import { describeType, instanceClassName } from './known-options';
 
 type Role = 'claimer' | 'source';
 
@@ -54,10 +54,9 @@ function recognise(value: unknown): Recognised | undefined {
 
 /** `a Widget (no claim())`, `an EventThing (no start())`, or `an object with no claim()` for a plain object. */
 function describeObject(value: object, method: string): string {
-  const proto: unknown = Object.getPrototypeOf(value);
-  const ctor = proto === null ? undefined : (proto as { constructor?: { name?: unknown } }).constructor;
-  const name = proto === Object.prototype || typeof ctor?.name !== 'string' ? '' : ctor.name;
-  if (!name || name === 'Object') return `an object with no ${method}()`;
+  const name = instanceClassName(value);
+  if (!name) return `an object with no ${method}()`;
+  if (name === 'an anonymous class') return `an instance of ${name} (no ${method}())`;
   return `${/^[AEIOU]/i.test(name) ? 'an' : 'a'} ${name} (no ${method}())`;
 }
 

@@ -17,14 +17,15 @@ const consumer = (claimer: unknown, source: unknown) => () =>
   resolveConsumerOptions({ name: 'c', claimer: claimer as never, source: source as never, leaseTtlMs: 30_000, doneTtlMs: 60_000 }, silentLogger);
 const runOnce = (claimer: unknown) => () => resolveRunOnceOptions({ claimer, leaseTtlMs: 30_000, doneTtlMs: 60_000 } as never);
 
-describe('claimer', () => {
-  const redis = new Redis({ lazyConnect: true });
-  const pool = new Pool({ host: '127.0.0.1', port: 1 });
-  afterAll(async () => {
-    redis.disconnect();
-    await pool.end();
-  });
+// Clients never connected: only their shape is read.
+const redis = new Redis({ lazyConnect: true });
+const pool = new Pool({ host: '127.0.0.1', port: 1 });
+afterAll(async () => {
+  redis.disconnect();
+  await pool.end();
+});
 
+describe('claimer', () => {
   test.each([
     ['an ioredis client', () => redis, /claimer must be a Claimer \(an object with claim\(\)\), got an ioredis client: an ioredis client goes inside a claimer: new RedisClaimer\(\{ redis \}\) from 'twophase\/redis'/],
     ['a pg Pool', () => pool, /got a pg Pool or Client: a pg Pool goes inside a claimer: new PostgresClaimer\(\{ pool \}.*from 'twophase\/postgres'/],
@@ -77,13 +78,6 @@ describe('what the messages never print', () => {
 });
 
 describe('a client given to the other part', () => {
-  const redis = new Redis({ lazyConnect: true });
-  const pool = new Pool({ host: '127.0.0.1', port: 1 });
-  afterAll(async () => {
-    redis.disconnect();
-    await pool.end();
-  });
-
   test('an ioredis client or a pg Pool as the source: named, and sent to the claimer', () => {
     expect(consumer(new InMemoryClaimer(), redis)).toThrow(/source must be a MessageSource \(an object with start\(\)\), got an ioredis client, which goes inside a claimer \(new RedisClaimer\(\{ redis \}\) from 'twophase\/redis'\), not in source: give a MessageSource/);
     expect(consumer(new InMemoryClaimer(), pool)).toThrow(/got a pg Pool or Client, which goes inside a claimer/);
