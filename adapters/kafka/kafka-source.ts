@@ -177,7 +177,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
         this.counters.commitFailures++;
         this.emit({ type: 'commit_failed', offsets, error });
       },
-    });
+    }, 5 * this.options.commitIntervalMs);
     this.deadLetters = new DeadLetterWriter(this.options, {
       logger: this.logger,
       producer: () => this.producer,

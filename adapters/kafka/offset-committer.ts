@@ -8,9 +8,18 @@
  * generation of an OffsetCommit but not which member owns the partition (kafkajs issue #1046). So
  * only workers of the current generation, for partitions in the current assignment, are
  * committed, the check and the commit call run in one synchronous step, and the commit is sent
- * once, never retried by the client with a newer generation. One commit is in flight at a time; a
- * flush asked for during one runs once more after it.
+ * once (the kafkajs binding never retries it with a newer generation; @platformatic/kafka does, see
+ * below). One commit is in flight at a time; a flush asked for during one runs once more after it.
+ *
+ * A settled offset that did not move is committed again once `recommitAfterMs` passed since its
+ * last commit. A former owner's commit can still land after the current owner's: @platformatic/kafka
+ * sends a commit that met a rejoin error (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS) again, after
+ * rejoining, under the newer generation, and the broker takes it. The group's offset then moves
+ * back; without the repeat, an owner with nothing new to commit would leave it there for good (the
+ * partition's lag never reaches zero; a restart would deliver the settled records again, as done
+ * duplicates).
  */
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../../src';
 import { retry } from '../../src/adapter-kit';
 import type { FetchedBatch, TopicPartitionOffset } from './client';
@@ -40,14 +49,28 @@ export interface CommitterHost {
   committed(offsets: readonly TopicPartitionOffset[]): void;
   /** A commit failed (rebalance, unknown member, broker error); already logged. */
   commitFailed(offsets: readonly TopicPartitionOffset[], error: unknown): void;
+  /** Milliseconds of a monotonic clock (default `performance.now`). */
+  now?(): number;
 }
 
 export class OffsetCommitter {
   private flushing: Promise<boolean> | undefined;
   private flushAgain: Promise<boolean> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** When each worker's offset was last committed (host clock, ms). */
+  private readonly committedAt = new WeakMap<PartitionWorker, number>();
+  private readonly now: () => number;
 
-  constructor(private readonly host: CommitterHost) {}
+  /**
+   * @param recommitAfterMs an offset that did not move is committed again this long (ms) after
+   *   its last commit (the source passes 5 × `commitIntervalMs`)
+   */
+  constructor(
+    private readonly host: CommitterHost,
+    private readonly recommitAfterMs = 5_000,
+  ) {
+    this.now = host.now ? () => host.now!() : () => performance.now();
+  }
 
   /** Starts committing every `intervalMs` ms (an unref'd timer). Safe to repeat: one timer at most. */
   startInterval(intervalMs: number): void {
@@ -99,9 +122,11 @@ export class OffsetCommitter {
     const controls = generation?.controls;
     if (!generation || !controls) return true;
     const due: Array<{ worker: PartitionWorker; offset: TopicPartitionOffset }> = [];
+    const now = this.now();
     for (const [key, worker] of this.host.workers()) {
       const offset = worker.committable;
-      if (offset === undefined || offset === worker.committed) continue;
+      if (offset === undefined) continue;
+      if (offset === worker.committed && now - (this.committedAt.get(worker) ?? -Infinity) < this.recommitAfterMs) continue;
       // Ownership is checked here, in the same synchronous step as the commit call below.
       if (worker.epoch !== generation.epoch || !generation.owned.has(key)) continue;
       due.push({ worker, offset: { topic: worker.topic, partition: worker.partition, offset } });
@@ -117,6 +142,7 @@ export class OffsetCommitter {
     }
     for (const { worker, offset } of due) {
       if (worker.committed === undefined || offsetAbove(offset.offset, worker.committed)) worker.committed = offset.offset;
+      this.committedAt.set(worker, now);
     }
     this.host.committed(offsets);
     return true;

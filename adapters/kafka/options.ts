@@ -61,7 +61,11 @@ export interface KafkaSourceOptions {
    * `start`. Range 1 … 3 600 000.
    */
   readonly preclaimMaxAgeMs?: number;
-  /** How often settled offsets are committed, ms. Also committed at rebalance and shutdown. Default 1000. Range 10 … 600 000. */
+  /**
+   * How often settled offsets are committed, ms. Also committed at rebalance and shutdown; an offset
+   * that did not move is committed again every 5 × this (a late commit by a former owner cannot
+   * hold the group behind). Default 1000. Range 10 … 600 000.
+   */
   readonly commitIntervalMs?: number;
   /** Time allowed for the final commit at shutdown, with retries, ms. Default 5000. Range 1 … 600 000. */
   readonly finalCommitTimeoutMs?: number;

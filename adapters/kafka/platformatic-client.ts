@@ -12,7 +12,11 @@
  *   'consumer'`) it acknowledges a revocation on the next heartbeat. `consumer.assignments` is
  *   replaced by a new array at each change and the stream then fetches the new assignment.
  * - `consumer.commit()` sends the generation (classic) or member epoch (KIP-848) it holds at the
- *   time of the call; on a rejoin error it rejoins and sends the same offsets again.
+ *   time of the call; on a rejoin error it rejoins and sends the same offsets again, under the
+ *   newer generation, where the broker takes them even when the partition moved to another
+ *   member (seen in the chaos runs, up to four generations later). The offset committer commits
+ *   an unchanged offset again after a while (offset-committer.ts), so such a late commit cannot
+ *   hold the group's offset behind.
  *
  * What the binding adds so the source sees the same contract as with kafkajs:
  * - **Group join on every assignment change.** The assignment array is compared at each fetch,

@@ -31,6 +31,7 @@ interface Options {
   seed: number;
   scale: number;
   client: ChaosKafkaClient;
+  scenario?: string;
 }
 
 interface Row {
@@ -155,6 +156,7 @@ async function main(): Promise<number> {
     .option('--seed <n>', 'seed of the message plans and fault schedules', (v) => Number(v), Number(process.env.CHAOS_SEED ?? 20240601))
     .addOption(new Option('--client <client>', 'the Kafka client of the Kafka stacks\' consumers').choices([...CHAOS_KAFKA_CLIENTS]).default('kafkajs'))
     .option('--scale <x>', 'multiply messages and publishing time (quick local runs)', (v) => Number(v), 1)
+    .option('--scenario <name>', "run only this scenario of the profile (e.g. full); its seed is the one it has in a whole run")
     .parse(process.argv)
     .opts<Options>();
   const kafkaOnly = options.client !== 'kafkajs';
@@ -162,18 +164,24 @@ async function main(): Promise<number> {
     process.stderr.write(`chaos: --client ${options.client} applies to the Kafka stacks only; "${options.stack}" is not one\n`);
     return 2;
   }
+  const stacks = options.stack === 'all' ? STACKS.filter((s) => !kafkaOnly || stackSpec(s).broker === 'kafka') : [options.stack];
+  const scenarioName = options.scenario;
+  if (scenarioName !== undefined && !stacks.some((s) => profile(options.profile, s).some((p) => p.name === scenarioName))) {
+    process.stderr.write(`chaos: no stack of this run has a scenario "${scenarioName}" in the ${options.profile} profile\n`);
+    return 2;
+  }
   const pool = await openLedger();
   await prepareLedger(pool);
-  const stacks = options.stack === 'all' ? STACKS.filter((s) => !kafkaOnly || stackSpec(s).broker === 'kafka') : [options.stack];
   const rows: Row[] = [];
   const started = Date.now();
   process.stdout.write(`chaos: profile ${options.profile}, seed ${options.seed}, stacks ${stacks.join(', ')}, Kafka client ${options.client}\n`);
   for (const stack of stacks) {
     const stackRows: Row[] = [];
-    for (const base of profile(options.profile, stack)) {
+    for (const [index, base] of profile(options.profile, stack).entries()) {
+      if (options.scenario !== undefined && base.name !== options.scenario) continue;
       const scenario: ScenarioProfile = { ...base, messages: Math.max(10, Math.round(base.messages * options.scale)), publishMs: Math.round(base.publishMs * options.scale) };
       const runId = `${stack}-${scenario.name}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
-      const seed = options.seed + stackRows.length * 1000 + STACKS.indexOf(stack) * 100_000;
+      const seed = options.seed + index * 1000 + STACKS.indexOf(stack) * 100_000;
       await pool.query('INSERT INTO chaos_runs (run_id, stack, scenario, profile, seed) VALUES ($1, $2, $3, $4, $5)', [runId, options.client === 'kafkajs' ? stack : `${stack}@${options.client}`, scenario.name, options.profile, seed]);
       process.stdout.write(`\n== ${stack} / ${scenario.name}: ${scenario.messages} keys, ${scenario.workers} workers × ${scenario.concurrency}, run ${runId}, seed ${seed}\n`);
       const result = await runStack(stack, scenario, runId, seed, options.client);

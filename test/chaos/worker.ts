@@ -23,7 +23,7 @@ const inbox = isInbox(config.store.kind);
 /** JSON lines on stderr (the harness writes them to the worker's log file). */
 const logger: Logger = {
   debug: () => undefined,
-  info: () => undefined,
+  info: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'info', at: new Date().toISOString(), msg, ...describe(obj) })}\n`),
   warn: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'warn', at: new Date().toISOString(), msg, ...describe(obj) })}\n`),
   error: (obj, msg) => process.stderr.write(`${JSON.stringify({ level: 'error', at: new Date().toISOString(), msg, ...describe(obj) })}\n`),
 };
@@ -185,3 +185,4 @@ async function main(): Promise<void> {
 process.on('unhandledRejection', (error) => logger.error({ err: error }, 'unhandled rejection'));
 process.on('disconnect', () => process.exit(0)); // the harness is gone
 void main();
+

@@ -14,7 +14,7 @@ function worker(topic: string, partition: number, epoch: number, committable: st
   return { topic, partition, epoch, committable, committed: undefined } as unknown as PartitionWorker;
 }
 
-function setup(options: { fail?: Error; gate?: Promise<void> } = {}) {
+function setup(options: { fail?: Error; gate?: Promise<void>; recommitAfterMs?: number; now?: () => number } = {}) {
   const sent: TopicPartitionOffset[][] = [];
   const reported: { committed: TopicPartitionOffset[][]; failed: unknown[] } = { committed: [], failed: [] };
   const controls = {
@@ -34,7 +34,8 @@ function setup(options: { fail?: Error; gate?: Promise<void> } = {}) {
     workers: () => workers,
     committed: (offsets) => void reported.committed.push([...offsets]),
     commitFailed: (_offsets, error) => void reported.failed.push(error),
-  });
+    ...(options.now ? { now: options.now } : {}),
+  }, options.recommitAfterMs);
   return { committer, workers, sent, reported, setGeneration: (g: CommitGeneration | undefined) => (generation = g) };
 }
 
@@ -83,4 +84,22 @@ test('one commit in flight at a time: flushes asked for during one run once more
   open();
   await Promise.all([first, second, third]);
   expect(s.sent).toEqual([[{ topic: 't', partition: 0, offset: '5' }], [{ topic: 't', partition: 0, offset: '8' }]]);
+});
+
+test('an offset that did not move is committed again once recommitAfterMs passed since its last commit, so a late commit by a former owner cannot hold the group behind', async () => {
+  // A former owner's commit can land after the new owner's (@platformatic/kafka sends a commit
+  // that met a rejoin error again under the newer generation): the broker's offset moves back,
+  // and an owner that commits only offsets that moved would never put it right.
+  let now = 1_000;
+  const s = setup({ recommitAfterMs: 5_000, now: () => now });
+  s.workers.set('t\u00000', worker('t', 0, 2, '5'));
+  await s.committer.flush();
+  now += 4_999;
+  await s.committer.flush();
+  expect(s.sent).toHaveLength(1); // not moved, not due yet
+  now += 1;
+  await s.committer.flush();
+  expect(s.sent).toEqual([[{ topic: 't', partition: 0, offset: '5' }], [{ topic: 't', partition: 0, offset: '5' }]]);
+  await s.committer.flush();
+  expect(s.sent).toHaveLength(2); // the clock starts again at each commit
 });

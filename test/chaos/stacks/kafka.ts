@@ -143,6 +143,7 @@ async function describeStall(admin: ReturnType<Kafka['admin']>, topic: string, g
     lines.push(`  stall: group ${g.state}, protocol ${g.protocolType}/${g.protocol}, ${g.members.length} members: ${g.members.map((m) => m.clientId).join(', ')}`);
   }
   lines.push(`  stall: workers ${pool.describe()}`);
+  for (const line of pool.logTails(8)) lines.push(`  stall: log ${line}`);
   return lines.join('\n') + '\n';
 }
 

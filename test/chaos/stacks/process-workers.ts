@@ -4,6 +4,7 @@
  * included: the private redis-server's outages, PostgreSQL sessions ended mid-transaction).
  */
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
 import type { GatedClaimerStats } from '../../../adapters/gated';
@@ -13,7 +14,7 @@ import { logFault } from '../ledger';
 import type { FromWorker, RelayFault, RelayWorkerConfig, ToWorker, WorkerConfig } from '../protocol';
 import type { ScheduledFault } from '../schedule';
 import type { ClaimStore } from './claim-store';
-import { forkTs, logFaultLine } from './stack';
+import { forkTs, logDir, logFaultLine } from './stack';
 
 interface LiveWorker {
   readonly id: string;
@@ -102,6 +103,24 @@ export class WorkerPool {
   /** Each live worker's state, for a run that did not drain. */
   describe(): string {
     return this.live.map((w) => `${w.id} ready=${w.ready} consuming=${w.consuming} inFlight=${w.inFlight}`).join('; ') || 'none live';
+  }
+
+  /**
+   * The last `lines` lines of each live worker's log (each cut to 400 characters), for a run that
+   * did not drain: CI keeps the harness's output, not the log files.
+   */
+  logTails(lines: number): string[] {
+    const out: string[] = [];
+    for (const w of this.live) {
+      let text = '';
+      try {
+        text = readFileSync(join(logDir(this.base.runId), `${w.id}.log`), 'utf8');
+      } catch {
+        continue;
+      }
+      for (const line of text.trimEnd().split('\n').slice(-lines)) if (line) out.push(`${w.id}: ${line.slice(0, 400)}`);
+    }
+    return out;
   }
 
   /** True when every live worker is ready and idle. */

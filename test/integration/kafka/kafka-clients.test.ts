@@ -6,7 +6,7 @@
  * joining and leaving under load loses nothing, repeats no effect and keeps per-partition order.
  */
 import { ack, InMemoryClaimer, reject, silentLogger } from '../../../src';
-import { HEADERS, KafkaSource, KeyedProducer, type KafkaClient } from '../../../adapters/kafka';
+import { type FetchedBatch, HEADERS, KafkaSource, KeyedProducer, type KafkaClient } from '../../../adapters/kafka';
 import { EXIT, runCli } from '../../../adapters/cli';
 import { waitFor } from '../../support/wait';
 import { clientRows, clients, describeEachClient } from './support/clients';
@@ -86,6 +86,42 @@ describeEachClient(['kafka'], 'Kafka adapter on each client', clients, (row) => 
     expect(asText(dlqSeen[0]?.['x-repeated'])).toEqual(['first', 'second']);
     expect(Buffer.from(dlqSeen[0]?.['x-binary'] as Buffer).equals(binary)).toBe(true);
     expect(asText(dlqSeen[0]?.['twophase-original-offset'])).toBe('0');
+  });
+
+  test('a group offset moved back by a late commit (a former owner\'s, landing under a newer generation) is committed again by the owner', async () => {
+    const topic = await topics.create(`rc-${row.name}`, 1);
+    const groupId = unique(`rc-${row.name}`);
+    const producer = new KeyedProducer({ client });
+    await producer.connect();
+    await producer.send(topic, messages('rc', 10));
+    await producer.disconnect();
+
+    // The member's own commit handle, to send the late commit with the current generation, as
+    // @platformatic/kafka does when it sends a former owner's commit again after a rejoin.
+    let lastBatch: FetchedBatch | undefined;
+    const watched: KafkaClient = {
+      ...client,
+      consumer: (config) => {
+        const inner = client.consumer(config);
+        return new Proxy(inner, {
+          get(target, property) {
+            if (property === 'run') return (eachBatch: (batch: FetchedBatch) => Promise<void>) => target.run((batch) => ((lastBatch = batch), eachBatch(batch)));
+            const value = Reflect.get(target, property, target) as unknown;
+            return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          },
+        });
+      },
+    };
+    const source = sourceOn(watched, topic, groupId);
+    const consumer = new TestConsumer({ name: groupId, claimer: new InMemoryClaimer(), source }, async () => ack());
+    consumers.push(consumer);
+    await consumer.start();
+    await waitFor(async () => (await topics.committed(groupId, topic))[0] === '10', { what: 'offset 10 committed', timeoutMs: 30_000, intervalMs: 100 });
+
+    await lastBatch!.commit([{ topic, partition: 0, offset: '3' }]);
+    expect((await topics.committed(groupId, topic))[0]).toBe('3');
+    // commitIntervalMs 200: the unchanged offset is committed again within 5 × 200 ms.
+    await waitFor(async () => (await topics.committed(groupId, topic))[0] === '10', { what: 'offset 10 committed again', timeoutMs: 10_000, intervalMs: 100 });
   });
 
   test('three members joining and leaving under load: nothing lost, no effect repeated, per-partition order held, no commit of a partition not owned', async () => {
