@@ -178,7 +178,7 @@ async function main(): Promise<number> {
   for (const stack of stacks) {
     const stackRows: Row[] = [];
     for (const [index, base] of profile(options.profile, stack).entries()) {
-      if (options.scenario !== undefined && base.name !== options.scenario) continue;
+      if (scenarioName !== undefined && base.name !== scenarioName) continue;
       const scenario: ScenarioProfile = { ...base, messages: Math.max(10, Math.round(base.messages * options.scale)), publishMs: Math.round(base.publishMs * options.scale) };
       const runId = `${stack}-${scenario.name}-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
       const seed = options.seed + index * 1000 + STACKS.indexOf(stack) * 100_000;

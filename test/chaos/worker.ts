@@ -185,4 +185,3 @@ async function main(): Promise<void> {
 process.on('unhandledRejection', (error) => logger.error({ err: error }, 'unhandled rejection'));
 process.on('disconnect', () => process.exit(0)); // the harness is gone
 void main();
-
