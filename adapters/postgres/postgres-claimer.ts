@@ -168,15 +168,22 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     const tenantParams = tenant === undefined ? [] : [tenant];
     const hasTenant = tenant !== undefined;
     if (this.options.mode === 'transactional') {
-      const [row] = await this.session.query<{ done: boolean; locked: boolean; attempts: number }>(`peek of "${key}"`, peekTransactional(this.options.schema, hasTenant), [
-        ...tenantParams,
-        digests.key,
-        digests.scope,
-        ...lockHalves(digests.lockId),
-      ]);
-      if (row!.done) return { state: 'done', attempts: row!.attempts };
-      if (row!.locked) return { state: 'busy', attempts: row!.attempts };
-      return row!.attempts > 0 ? { state: 'failed', attempts: row!.attempts } : ABSENT;
+      const ask = async (): Promise<KeyPeek> => {
+        const [row] = await this.session.query<{ done: boolean; locked: boolean; attempts: number }>(`peek of "${key}"`, peekTransactional(this.options.schema, hasTenant), [
+          ...tenantParams,
+          digests.key,
+          digests.scope,
+          ...lockHalves(digests.lockId),
+        ]);
+        if (row!.done) return { state: 'done', attempts: row!.attempts };
+        if (row!.locked) return { state: 'busy', attempts: row!.attempts };
+        return row!.attempts > 0 ? { state: 'failed', attempts: row!.attempts } : ABSENT;
+      };
+      const first = await ask();
+      // A run commits, then releases its lock: a snapshot taken before the COMMIT with pg_locks
+      // read after the release looks failed. Asked again, the new snapshot follows that release,
+      // so it sees the commit (done), a new run (busy), or an attempt that really failed.
+      return first.state === 'failed' ? ask() : first;
     }
     const [row] = await this.session.query<{ status: string; attempt: number; live: boolean }>(`peek of "${key}"`, peekStandalone(this.options.schema, hasTenant), [...tenantParams, digests.key]);
     if (!row) return ABSENT;

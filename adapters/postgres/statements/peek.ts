@@ -12,6 +12,8 @@
  * Parameters: [tenant,] key digest, scope digest, lock id's high and low 32 bits (a bigint
  * advisory lock shows in pg_locks as classid = high, objid = low, objsubid = 1:
  * https://www.postgresql.org/docs/current/view-pg-locks.html). Answers (done, locked, attempts).
+ * pg_locks is read live while the rest uses the statement's snapshot, and a run commits before it
+ * releases its lock: the claimer asks once more when the answer looks failed (postgres-claimer.ts).
  */
 
 function table(schema: string, tenant: boolean): string {
