@@ -32,5 +32,8 @@ PLATFORMATIC_ROWS_ONLY=(
 
 name=platformatic-kafka source scripts/ci/node-from-npm.sh
 
-PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand "${SUITES[@]}"
-PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --testNamePattern '\[platformatic-' "${PLATFORMATIC_ROWS_ONLY[@]}"
+# --forceExit: once, after every test of the first run had passed, jest stayed up because one
+# @platformatic/kafka consumer kept heartbeating (a 500 ms timer, found with the inspector); which
+# test leaves it running is not known yet. The results are unchanged; the run must not hang.
+PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --forceExit "${SUITES[@]}"
+PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --forceExit --testNamePattern '\[platformatic-' "${PLATFORMATIC_ROWS_ONLY[@]}"
