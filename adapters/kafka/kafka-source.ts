@@ -406,6 +406,7 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
         this.inFlight--;
       },
       waitingForLease: (worker, record, delayMs) => this.logLeaseWait(worker, record, delayMs),
+      failed: (worker, error) => this.onWorkerFailed(worker, error),
       count: (counter) => {
         this.counters[counter]++;
       },
@@ -490,6 +491,25 @@ export class KafkaSource implements MessageSource, AdapterSurface<ResolvedKafkaS
     // rebalance (Kafka's Java consumer commits in onPartitionsRevoked at this point): commit what
     // settled, so the partitions' next owners re-check fewer records.
     void this.committer.flush();
+  }
+
+  /**
+   * A partition worker stopped on a bug (in the adapter, or a sink that broke its contract). Its
+   * partition stays paused with its records uncommitted, and nothing in a stable group would
+   * start it again: the consumer is reported not live, so a deployment's liveness probe restarts
+   * it and the partition's records are delivered again from the committed offset.
+   */
+  private onWorkerFailed(worker: PartitionWorker, error: Error): void {
+    if (this.workers.get(tp(worker.topic, worker.partition)) !== worker || this.lifecycle !== 'running') {
+      this.logger.error({ err: error, topic: worker.topic, partition: worker.partition }, 'twophase/kafka: a partition worker failed; its records stay uncommitted');
+      return;
+    }
+    this.consumer?.pause([{ topic: worker.topic, partition: worker.partition }]);
+    this.logger.error(
+      { err: error, groupId: this.options.groupId, topic: worker.topic, partition: worker.partition },
+      `twophase/kafka: the worker of ${worker.topic} partition ${worker.partition} failed; the partition stays paused and its records uncommitted until the group rebalances or this consumer restarts (it now reports not live)`,
+    );
+    this.sink?.fail?.(error);
   }
 
   private onClientCrash(error: Error, restart: boolean): void {

@@ -76,6 +76,11 @@ export interface WorkerHost {
    * not expired), before waiting `delayMs`. Logs through a limiter; nothing else per record.
    */
   waitingForLease(worker: PartitionWorker, record: KafkaRecord, delayMs: number): void;
+  /**
+   * Called once when the worker stopped on a bug (its partition then stays paused and uncommitted
+   * until this member rejoins the group): the source logs it and reports the consumer not live.
+   */
+  failed(worker: PartitionWorker, error: Error): void;
   /** Counters. */
   count(counter: 'preclaimed' | 'preclaimReleased' | 'settled' | 'requeuedInPlace' | 'repeatedSettlesIgnored' | 'chunkRollbacks'): void;
 }
@@ -222,10 +227,9 @@ export class PartitionWorker {
         await this.process(item);
       }
     } catch (error) {
-      // A bug here must not leave the partition silently stuck: log it loudly. The records stay
-      // unsettled (no offset moves past them) and come again after the next rebalance.
-      this.host.logger.error({ err: error, topic: this.topic, partition: this.partition }, 'twophase/kafka: partition worker failed; its records stay uncommitted');
-      this.stop('revoked');
+      // A bug here must not leave the partition silently stuck. The records stay unsettled (no
+      // offset moves past them) and come again when the group rebalances or this member restarts.
+      this.failOnBug(error instanceof Error ? error : new Error(String(error)), 'the partition worker failed');
     }
     // Done means every commit in flight ended too, so the final committable offset is known.
     await this.commits.drained();
@@ -358,18 +362,20 @@ export class PartitionWorker {
         // Not reachable through ConsumerBase (a handled delivery always ends in an ack). Later
         // records already ran, so this one cannot be dispatched again in order: leave it
         // unsettled (no offset moves past it) and stop; it comes again after the next rebalance.
-        this.host.logger.error(
-          { topic: this.topic, partition: this.partition, offset: item.record.offset, fate: fate.kind },
-          'twophase/kafka: a record signalled handled but was not acked; its partition stops here',
-        );
-        this.stop('revoked');
+        this.failOnBug(new Error(`offset ${item.record.offset} signalled handled but ended ${fate.kind}, not acked`), 'a record signalled handled but was not acked');
       }
     } catch (bug) {
-      this.host.logger.error({ err: bug, topic: this.topic, partition: this.partition }, 'twophase/kafka: settling a pipelined record failed; the partition stops here');
-      this.stop('revoked');
+      this.failOnBug(bug instanceof Error ? bug : new Error(String(bug)), 'settling a pipelined record failed');
     } finally {
       this.commits.ended();
     }
+  }
+
+  /** Stops the worker after a bug in the adapter or the sink, and tells the source (once). */
+  private failOnBug(error: Error, what: string): void {
+    const first = this.stopReason === undefined;
+    this.stop('revoked');
+    if (first) this.host.failed(this, new Error(`${what}: ${error.message}`, { cause: error }));
   }
 
   /** Pauses the partition's fetching and waits `delayMs` (cut short by a stop). */

@@ -403,11 +403,15 @@ describe('KafkaSource on a fake client', () => {
     expect(consumer.count('done_duplicate')).toBe(1);
   });
 
-  test('a sink whose dispatch rejects (a bug) stops only its partition: the slot is freed, other partitions go on, close() returns', async () => {
+  test('a sink whose dispatch rejects (a bug) stops only its partition, paused, and reports the consumer not live: the slot is freed, other partitions go on, close() returns', async () => {
     const kafka = new FakeKafka(['orders', 'orders.dlq']);
-    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10 });
+    const errors: string[] = [];
+    const logger = { ...silentLogger, error: (_: object, msg?: string) => void errors.push(msg ?? '') };
+    const source = new KafkaSource({ client: kafka }, { ...base, commitIntervalMs: 10, logger });
     const dispatched: string[] = [];
+    const failures: Error[] = [];
     const sink: DeliverySink = {
+      fail: (error) => void failures.push(error),
       submit: (delivery) => settledSubmission(sink.dispatch(delivery)),
       dispatch: async (delivery: Delivery) => {
         const partition = Number(delivery.metadata.attributes?.partition);
@@ -425,6 +429,12 @@ describe('KafkaSource on a fake client', () => {
     await client.deliver('orders', 1, [0]);
     await waitFor(() => client.committedOffsets('orders', 1).includes('1'), { what: 'partition 1 processed with the one slot' });
     expect(dispatched).toEqual(['1-0']);
+    // Nothing in a stable group would start partition 0 again: the consumer must hear of it once.
+    await waitFor(() => failures.length > 0, { what: 'the sink told the source failed' });
+    expect(failures).toHaveLength(1);
+    expect(failures[0]!.message).toMatch(/the partition worker failed: sink bug/);
+    expect(client.pausedSet.has('orders/0')).toBe(true);
+    expect(errors).toEqual([expect.stringMatching(/worker of orders partition 0 failed; the partition stays paused .* \(it now reports not live\)/)]);
     await source.close();
     expect(client.committedOffsets('orders', 0)).toEqual([]);
   });
