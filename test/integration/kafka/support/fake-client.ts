@@ -96,7 +96,7 @@ export class FakeConsumer implements GroupConsumer {
       timestamp: '0',
       headers: { 'idempotency-key': Buffer.from(`${topic}-${partition}-${o}`) },
     }));
-    await this.eachBatch!({
+    await this.deliverBatch({
       topic,
       partition,
       highWatermark: String((offsets[offsets.length - 1] ?? 0) + 1),
@@ -111,6 +111,12 @@ export class FakeConsumer implements GroupConsumer {
       isRunning: () => this.running,
       isStale: () => false,
     });
+  }
+
+  /** Hands a prepared batch to the source as the client's fetch loop would (benchmarks build their batches ahead). */
+  deliverBatch(batch: FetchedBatch): Promise<void> {
+    if (!this.eachBatch) throw new Error('deliverBatch before run()');
+    return this.eachBatch(batch);
   }
 
   /** Every offset committed for `topic/partition`, in order. */
