@@ -61,6 +61,7 @@ import type {
   TopicPartitionOffset,
 } from './client';
 import { KafkaGroupProtocolError } from './errors';
+import { joinsSettled, trackJoins } from './platformatic-joins';
 
 /** The package name, as users install it. */
 export const PLATFORMATIC_KAFKA = '@platformatic/kafka';
@@ -173,6 +174,7 @@ export function platformaticClient(connection: PlatformaticConnection, options: 
   const maxHeld = options.maxHeldRecords ?? 2000;
   if (!Number.isInteger(maxHeld) || maxHeld < 1) throw new ConfigurationError(`platformaticClient: maxHeldRecords must be a positive integer, got ${String(maxHeld)}`);
   const base = { ...connection, bootstrapBrokers: [...connection.bootstrapBrokers] };
+  trackJoins(kafka);
   return {
     consumer: (config) =>
       new PlatformaticGroupConsumer(new kafka.Consumer(consumerOptions(base, config, protocol, options.groupRemoteAssignor)), maxHeld, protocol === 'classic' ? config.groupId : undefined),
@@ -213,6 +215,9 @@ function producerOptions(base: Record<string, unknown>, config: RecordProducerCo
 }
 
 const key = (topic: string, partition: number): string => `${topic}:${partition}`;
+
+/** How long `disconnect` waits for a group join in flight before it closes anyway, ms. */
+const CLOSE_AFTER_JOIN_MS = 10_000;
 
 /** Headers as the port gives them: one key per name, repeated names as arrays, values as Buffers. */
 export function headersFromEntries(entries: ReadonlyArray<readonly [Buffer, Buffer]>): KafkaHeaders {
@@ -368,6 +373,9 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     const stream = this.stream;
     this.stream = undefined;
     if (stream && !stream.destroyed) await stream.close().catch(() => undefined);
+    // Never close while a (re)join is in flight: the client would go on heartbeating after the
+    // close, for good (platformatic-joins.ts). A join ends within the group's rebalance.
+    await joinsSettled(this.consumer, CLOSE_AFTER_JOIN_MS);
     await this.consumer.close(true);
   }
 

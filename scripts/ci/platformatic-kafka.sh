@@ -15,6 +15,7 @@ SUITES=(
   test/integration/kafka/kafka-batched-commit.test.ts
   test/integration/kafka/kafka-group.test.ts
   test/integration/kafka/kafka-client-migration.test.ts
+  test/integration/kafka/platformatic-close.test.ts
   test/conformance/kafka-source.test.ts
   test/integration/otel/kafka-otel.test.ts
   test/unit/platformatic-client.test.ts
@@ -32,8 +33,9 @@ PLATFORMATIC_ROWS_ONLY=(
 
 name=platformatic-kafka source scripts/ci/node-from-npm.sh
 
-# --forceExit: once, after every test of the first run had passed, jest stayed up because one
-# @platformatic/kafka consumer kept heartbeating (a 500 ms timer, found with the inspector); which
-# test leaves it running is not known yet. The results are unchanged; the run must not hang.
+# --forceExit: once, after every test had passed, jest stayed up because a closed
+# @platformatic/kafka consumer kept heartbeating. The cause (a close while a rejoin was in flight)
+# is fixed in the binding and tested (platformatic-close.test.ts); the flag stays so that a leak
+# of a future client version cannot hold CI until its deadline.
 PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --forceExit "${SUITES[@]}"
 PATH="$node_dir:$PATH" "$node_bin" node_modules/jest/bin/jest.js --runInBand --forceExit --testNamePattern '\[platformatic-' "${PLATFORMATIC_ROWS_ONLY[@]}"
