@@ -11,7 +11,10 @@ import type { Logger } from '../../src';
 import { type DeliverySink, type PreparedClaim, type SharedTransaction } from '../../src/adapter-kit';
 import type { Prepared, QueuedRecord } from './record-queue';
 import type { RecordSettler } from './record-settler';
-import type { Delivery } from '../../src';
+import type { Delivery, ReleaseOptions } from '../../src';
+
+/** The release of a claim whose handler never ran: its attempt does not count. */
+const UNCOUNTED: ReleaseOptions = Object.freeze({ uncountAttempt: true });
 
 /** What claiming ahead needs of its source. */
 export interface ClaimAheadHost {
@@ -119,11 +122,14 @@ export class ClaimAhead {
     if (prepared && release) this.release(prepared.claim);
   }
 
-  /** Releases a claim made ahead (an acquired one), in the background. */
+  /**
+   * Releases a claim made ahead (an acquired one), in the background. Its handler never ran, so
+   * the attempt it counted is taken off again: rebalances and stops never use up `maxAttempts`.
+   */
   release(claim: PreparedClaim): void {
     if (claim.kind !== 'claimed' || claim.result.state !== 'acquired') return;
     this.host.count('preclaimReleased');
-    claim.result.receipt.release().catch((error: unknown) => {
+    claim.result.receipt.release(UNCOUNTED).catch((error: unknown) => {
       this.host.logger.debug({ err: error, key: claim.key }, 'twophase/kafka: releasing a claim made ahead of dispatch failed; it ends at its lease TTL');
     });
   }

@@ -34,6 +34,7 @@ import { conflictError } from './statement-runner';
 import { storedResult } from './stored-outcome';
 import { outcomeJson } from './stored-outcome';
 import { countAttempt, forgetAttempts, portClaim, type PortClaimRow, portCompletion } from './statements/port';
+import { uncountAttempt as uncountStatement } from './statements/transaction';
 import { TransactionReceipt } from './transaction-lease';
 import type { SqlRow, TransactionPort } from './transaction-port';
 
@@ -110,13 +111,14 @@ export class PortLease<Tx> implements LeaseOperations {
     return 'ok';
   }
 
-  async release(_lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome> {
+  async release(_lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt = false): Promise<LeaseOutcome> {
     if (this.finished) return 'ok';
     this.finished = true;
-    if (resetAttempts) {
+    if (resetAttempts || uncountAttempt) {
       // While the transaction still holds the key's lock: no other claim counts in between.
-      await this.session.query(`release of "${this.key}"`, forgetAttempts(this.session.options.schema), [this.digests.scope]).catch((error: unknown) => {
-        this.session.logger.warn({ key: this.key, err: error }, `release of "${this.key}": could not reset the attempt count; the next attempt counts on`);
+      const text = resetAttempts ? forgetAttempts(this.session.options.schema) : uncountStatement(this.session.options.schema);
+      await this.session.query(`release of "${this.key}"`, text, [this.digests.scope]).catch((error: unknown) => {
+        this.session.logger.warn({ key: this.key, err: error }, `release of "${this.key}": could not ${resetAttempts ? 'reset' : 'lower'} the attempt count; the next attempt counts on`);
       });
     }
     this.settle({ kind: 'release' });

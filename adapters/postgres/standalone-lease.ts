@@ -33,8 +33,8 @@ export class StandaloneLease implements LeaseOperations {
     return row?.outcome ?? 'lost';
   }
 
-  async release(lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome> {
-    const rows = await this.run<{ outcome: SettleOutcome }>(`release of "${lease.key}"`, settle.release(this.schema, this.hasTenant), lease, [resetAttempts, this.retainMs]);
+  async release(lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt = false): Promise<LeaseOutcome> {
+    const rows = await this.run<{ outcome: SettleOutcome }>(`release of "${lease.key}"`, settle.release(this.schema, this.hasTenant), lease, [resetAttempts, this.retainMs, uncountAttempt]);
     return rows[0]?.outcome ?? 'lost';
   }
 

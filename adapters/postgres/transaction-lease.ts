@@ -35,7 +35,7 @@ import { conflictError, runWithin } from './statement-runner';
 import { storedResult } from './stored-outcome';
 import type { ClaimRow } from './statements/claim';
 import * as settle from './statements/settle';
-import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt } from './statements/transaction';
+import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt, uncountAttempt } from './statements/transaction';
 import { standaloneClaimResult } from './standalone-lease';
 import { outcomeJson } from './stored-outcome';
 import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
@@ -156,10 +156,10 @@ export class TransactionLease implements LeaseOperations {
     return 'ok';
   }
 
-  async release(_lease: LeaseIdentity, resetAttempts: boolean): Promise<LeaseOutcome> {
+  async release(_lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt = false): Promise<LeaseOutcome> {
     if (this.finished) return 'ok';
     this.finished = true;
-    await this.end(`release of "${this.key}"`, resetAttempts, true);
+    await this.end(`release of "${this.key}"`, resetAttempts, true, !resetAttempts && uncountAttempt);
     return 'ok';
   }
 
@@ -170,13 +170,15 @@ export class TransactionLease implements LeaseOperations {
   }
 
   /**
-   * Ends the claim: ROLLBACK (when `rollback`), then unlock (forgetting the attempt count when
-   * `forget`), then returns the client. Any failure destroys the client: its session ends, which
-   * rolls back and unlocks on the server. Never throws.
+   * Ends the claim: ROLLBACK (when `rollback`), then (when `uncount`, still holding the key's
+   * lock) one attempt off the count, then unlock (forgetting the attempt count when `forget`),
+   * then returns the client. Any failure destroys the client: its session ends, which rolls back
+   * and unlocks on the server. Never throws.
    */
-  async end(what: string, forget: boolean, rollback: boolean): Promise<void> {
+  async end(what: string, forget: boolean, rollback: boolean, uncount = false): Promise<void> {
     try {
       if (rollback) await this.run(what, 'ROLLBACK', undefined);
+      if (uncount) await this.run(what, uncountAttempt(this.session.options.schema), [this.digests.scope]);
       await this.run(what, endAttempt(this.session.options.schema), [this.digests.lockId, this.digests.scope, forget]);
       this.borrowed.giveBack();
     } catch (error) {

@@ -152,7 +152,8 @@ export class ClaimWindow {
     }
     if (!this.crashed && preclaimed?.kind === 'claimed' && preclaimed.result.state === 'acquired') {
       const key = preclaimed.key;
-      preclaimed.result.receipt.release().catch((error: unknown) => {
+      // Its handler never ran: the attempt the claim counted is taken off again.
+      preclaimed.result.receipt.release({ uncountAttempt: true }).catch((error: unknown) => {
         this.parts.logger.warn({ err: error, queue: this.parts.queue, key }, 'releasing the claim of a delivery whose channel closed failed; its lease expires on its own');
       });
     }

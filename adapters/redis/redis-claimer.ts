@@ -71,6 +71,7 @@ interface OpItem {
 const NO_ARGS: readonly string[] = [];
 const RELEASE_KEEP: readonly string[] = ['0'];
 const RELEASE_RESET: readonly string[] = ['1'];
+const RELEASE_UNCOUNT: readonly string[] = ['2'];
 
 const ERROR_LOG_INTERVAL_MS = 10_000;
 /**
@@ -182,8 +183,8 @@ export class RedisClaimer implements Claimer {
       this.submit('commit', lease.key, this.commitArgs(doneTtlMs), `${lease.fencingToken}|${lease.ownerToken}|${resultJson ?? ''}`, (entry) =>
         decodeLeaseEntry(entry, lease.key),
       ),
-    release: (lease, resetAttempts) =>
-      this.submit('release', lease.key, resetAttempts ? RELEASE_RESET : RELEASE_KEEP, `${lease.fencingToken}|${lease.ownerToken}`, (entry) =>
+    release: (lease, resetAttempts, uncountAttempt) =>
+      this.submit('release', lease.key, resetAttempts ? RELEASE_RESET : uncountAttempt ? RELEASE_UNCOUNT : RELEASE_KEEP, `${lease.fencingToken}|${lease.ownerToken}`, (entry) =>
         decodeLeaseEntry(entry, lease.key),
       ),
     extend: (lease, ttlMs) =>

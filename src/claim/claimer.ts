@@ -129,7 +129,9 @@ export interface Receipt {
    * Gives the key up so it can be claimed again at once. Leaves a newer owner's lease alone.
    * The attempt count is kept (the next acquisition is attempt n+1) unless
    * `options.resetAttempts` is true: the consumer resets it when it dead-letters a message, so a
-   * replay from the dead-letter queue starts again at attempt 1. The fencing token keeps rising.
+   * replay from the dead-letter queue starts again at attempt 1; or `options.uncountAttempt` is
+   * true: the consumer gives a key back that way when a shutdown stopped its handler, so the next
+   * acquisition is attempt n again. The fencing token keeps rising.
    * @throws ReceiptStateError after commit
    * @throws ClaimerUnavailableError on a store failure (retriable)
    * @throws NoLeaseError on a non-acquired receipt
@@ -172,6 +174,12 @@ export interface SharedTransaction {
 export interface ReleaseOptions {
   /** Forget the key's attempt count, so its next acquisition is attempt 1. Default false. */
   readonly resetAttempts?: boolean;
+  /**
+   * This attempt does not count (a shutdown stopped its handler): the key's attempt count goes
+   * back by one, so its next acquisition has this attempt's number again. Ignored with
+   * `resetAttempts`. Default false. A claimer that does not support it keeps the count.
+   */
+  readonly uncountAttempt?: boolean;
 }
 
 /** One entry of a batch claim. */

@@ -83,7 +83,7 @@ export class InMemoryClaimer implements Claimer {
   /** The store primitives answer synchronously (see LeaseOperations). */
   private readonly operations: LeaseOperations = {
     commit: (lease, resultJson, doneTtlMs) => this.commitLease(lease, resultJson, doneTtlMs),
-    release: (lease, resetAttempts) => this.releaseLease(lease, resetAttempts),
+    release: (lease, resetAttempts, uncountAttempt) => this.releaseLease(lease, resetAttempts, uncountAttempt === true),
     extend: (lease, ttlMs) => this.extendLease(lease, ttlMs),
   };
 
@@ -246,7 +246,7 @@ export class InMemoryClaimer implements Claimer {
   }
 
   /** Store primitive of {@link LeaseReceipt.release}; protected as {@link InMemoryClaimer.commitLease}. */
-  protected releaseLease(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome {
+  protected releaseLease(lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt = false): LeaseOutcome {
     const now = this.clock.now();
     const record = this.owned(lease, now);
     if (!record) return 'lost';
@@ -255,6 +255,7 @@ export class InMemoryClaimer implements Claimer {
     record.state = 'released';
     record.expiresAt = now;
     if (resetAttempts) record.attempts = 0;
+    else if (uncountAttempt && record.attempts > 0) record.attempts--;
     return 'ok';
   }
 

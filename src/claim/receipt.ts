@@ -48,8 +48,12 @@ export interface LeaseIdentity {
 export interface LeaseOperations {
   /** Marks the key done for `doneTtlMs` ms with the encoded JSON result (or none). */
   commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): LeaseOutcome | Promise<LeaseOutcome>;
-  /** Ends this owner's lease so the key can be claimed again; with `resetAttempts`, also zeroes the attempt count. */
-  release(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome | Promise<LeaseOutcome>;
+  /**
+   * Ends this owner's lease so the key can be claimed again; with `resetAttempts`, also zeroes
+   * the attempt count; else with `uncountAttempt`, takes this attempt off the count (the next
+   * acquisition repeats its number). A store that ignores `uncountAttempt` keeps the count.
+   */
+  release(lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt?: boolean): LeaseOutcome | Promise<LeaseOutcome>;
   /** Sets this owner's lease to expire `ttlMs` ms from now. */
   extend(lease: LeaseIdentity, ttlMs: number): LeaseOutcome | Promise<LeaseOutcome>;
 }
@@ -102,8 +106,9 @@ export class LeaseReceipt implements Receipt {
 
   release(options?: ReleaseOptions): Promise<void> {
     const reset = options?.resetAttempts === true;
-    if (this.pending++ === 0) return (this.last = this.releaseNow(reset));
-    return this.queue(() => this.releaseNow(reset));
+    const uncount = !reset && options?.uncountAttempt === true;
+    if (this.pending++ === 0) return (this.last = this.releaseNow(reset, uncount));
+    return this.queue(() => this.releaseNow(reset, uncount));
   }
 
   extend(ttlMs: number): Promise<void> {
@@ -137,10 +142,10 @@ export class LeaseReceipt implements Receipt {
     this.settled = 'committed';
   }
 
-  private releaseNow(reset: boolean): Promise<void> {
+  private releaseNow(reset: boolean, uncount: boolean): Promise<void> {
     if (this.settled === 'released' || this.settled === 'lost') return this.finished(RESOLVED);
     if (this.settled === 'committed') return this.finished(Promise.reject(new ReceiptStateError(this.key, 'release', 'committed')));
-    const answer = this.call(this.operations.release, reset, undefined);
+    const answer = this.call(this.operations.release, reset, uncount);
     if (typeof answer === 'string') return this.endedNow(this.releaseEnded, answer);
     return answer.then((outcome) => this.releaseEnded(outcome), this.failed);
   }

@@ -12,6 +12,7 @@ import type { LogLimiter } from '../util/log-limiter';
 import type { Logger } from '../util/logger';
 import type { DeliveryResult } from '../ports/observer';
 import { errorType, releaseWithin, truncateErrorMessage } from '../claim/settlement';
+import type { ReleaseOptions } from '../claim/claimer';
 import type { BrokerAction, DeadLetterAction, ReportedEvent, RequeueAction, Settlement, SettlementOf } from './settlement-table';
 import { type AckInfo, isIntendedRedelivery, type RejectInfo, type Settler } from '../ports/settler';
 
@@ -27,6 +28,7 @@ export interface ApplyContext {
 const ACK_NEW: AckInfo = Object.freeze({ duplicate: false });
 const ACK_DUPLICATE: AckInfo = Object.freeze({ duplicate: true });
 const RESET_ATTEMPTS = Object.freeze({ resetAttempts: true });
+const UNCOUNT_ATTEMPT = Object.freeze({ uncountAttempt: true });
 
 /** Reports the events of a decision, in order, with its error (and the dead-letter reason on `rejected`). */
 export function reportEvents(run: DeliveryRun, events: readonly ReportedEvent[], error: unknown, broker?: BrokerAction): void {
@@ -48,7 +50,7 @@ function carriesError(type: string): boolean {
  */
 export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
   if (report) reportEvents(run, s.events, s.error, s.broker);
-  if (s.receipt === 'release') return await releaseThenRequeue(ctx, run, s);
+  if (s.receipt === 'release' || s.receipt === 'release_uncounted') return await releaseThenRequeue(ctx, run, s);
   const broker = s.broker;
   if (broker.kind === 'dead_letter') return await deadLetter(ctx, run, s, broker);
   // The per-message path (an ack after a commit): the broker call, awaited here.
@@ -64,13 +66,13 @@ export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Se
 /** Dead-letter first; then (`release_reset`) release, with the count reset only when the dead letter is in place. */
 async function deadLetter(ctx: ApplyContext, run: DeliveryRun, s: Settlement, broker: DeadLetterAction): Promise<DeliveryResult> {
   const settled = await settleOn(ctx, run, broker, s.error);
-  if (s.receipt === 'release_reset') await release(ctx, run, settled);
+  if (s.receipt === 'release_reset') await release(ctx, run, settled ? RESET_ATTEMPTS : undefined);
   return resultOf(run, s, 'reject', broker.reason, undefined);
 }
 
-/** Release first (the key may run again at once), then requeue. */
-async function releaseThenRequeue(ctx: ApplyContext, run: DeliveryRun, s: SettlementOf<'release'>): Promise<DeliveryResult> {
-  await release(ctx, run, false);
+/** Release first (the key may run again at once; `release_uncounted`: this attempt off the count), then requeue. */
+async function releaseThenRequeue(ctx: ApplyContext, run: DeliveryRun, s: SettlementOf<'release' | 'release_uncounted'>): Promise<DeliveryResult> {
+  await release(ctx, run, s.receipt === 'release_uncounted' ? UNCOUNT_ATTEMPT : undefined);
   const broker = s.broker;
   await settleOn(ctx, run, broker);
   return resultOf(run, s, 'requeue', broker.cause, delayUsed(run, broker));
@@ -104,11 +106,10 @@ function resultOf(run: DeliveryRun, s: Settlement, action: DeliveryResult['actio
   };
 }
 
-/** Releases the run's receipt (with the attempt count reset when `reset`); reports `released`. */
-async function release(ctx: ApplyContext, run: DeliveryRun, reset: boolean): Promise<void> {
+/** Releases the run's receipt with `options` (the attempt count reset, or this attempt uncounted); reports `released`. */
+async function release(ctx: ApplyContext, run: DeliveryRun, options: ReleaseOptions | undefined): Promise<void> {
   const receipt = run.receipt;
   if (!receipt) return;
-  const options = reset ? RESET_ATTEMPTS : undefined;
   const released = await run.trace.step('release', () => releaseWithin(receipt, ctx.releaseDeadlineMs, ctx.logger, options));
   if (released) run.emit('released');
 }

@@ -37,6 +37,9 @@ import {
 } from './settlement-table';
 import type { PreparedClaim } from '../ports/source';
 
+/** The release of a claim made ahead whose handler never ran: its attempt does not count. */
+const UNCOUNTED = Object.freeze({ uncountAttempt: true });
+
 export class DeliveryPipeline<TBody, TTransaction> {
   private readonly logger: Logger;
   private readonly observation: ObservationFanout;
@@ -228,7 +231,8 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /** Gives back a lease taken ahead by claimBatch for a delivery that will not be handled. */
   private async releasePreclaimed(preclaimed: PreparedClaim | undefined): Promise<void> {
     if (preclaimed?.kind === 'claimed' && preclaimed.result.state === 'acquired') {
-      await releaseWithin(preclaimed.result.receipt, this.options.releaseDeadlineMs, this.logger);
+      // Its handler never ran: the attempt the claim counted is taken off again.
+      await releaseWithin(preclaimed.result.receipt, this.options.releaseDeadlineMs, this.logger, UNCOUNTED);
     }
   }
 

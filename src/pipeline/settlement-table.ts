@@ -106,24 +106,28 @@ export interface DeadLetterAction {
 export type BrokerAction = AckAction | RequeueAction | DeadLetterAction;
 
 /**
- * What to do with the claim receipt: nothing, release it, or release it with the attempt count
- * reset (after a dead-letter, and only when the dead-letter settle succeeded, so a DLQ replay
- * starts at attempt 1 while a refused dead-letter comes straight back to the dead-letter path).
- * A commit is its own decision ({@link Decision} `commit`).
+ * What to do with the claim receipt: nothing, release it, release it with this attempt taken
+ * off the count (a shutdown stopped the handler: the attempt does not count, so deploys never
+ * use up `maxAttempts`), or release it with the attempt count reset (after a dead-letter, and
+ * only when the dead-letter settle succeeded, so a DLQ replay starts at attempt 1 while a
+ * refused dead-letter comes straight back to the dead-letter path). A commit is its own
+ * decision ({@link Decision} `commit`).
  */
-export type ReceiptAction = 'none' | 'release' | 'release_reset';
+export type ReceiptAction = 'none' | 'release' | 'release_uncounted' | 'release_reset';
 
 /** An event to report (each goes to the observers with the delivery's key, attempt and token). */
 export type ReportedEvent = Outcome | AuxiliaryEvent;
 
 /**
- * The broker actions each receipt step goes with: a release is followed by a requeue (the key
- * runs again), a release with the count reset by a dead-letter; without a receipt step, any.
+ * The broker actions each receipt step goes with: a release (counted or not) is followed by a
+ * requeue (the key runs again), a release with the count reset by a dead-letter; without a
+ * receipt step, any.
  * No other pair is decided, and the type admits no other.
  */
 interface BrokerFor {
   readonly none: BrokerAction;
   readonly release: RequeueAction;
+  readonly release_uncounted: RequeueAction;
   readonly release_reset: DeadLetterAction;
 }
 
@@ -193,7 +197,8 @@ const SHUTDOWN_AT_INTAKE: Settlement = settle('none', SHUTDOWN_REQUEUE, 'release
  *   then release with the count reset.
  * - handler returned something that is not a disposition (or a disposition factory refused its
  *   argument) → dead-letter `invalid_disposition` at once, whatever `isPermanent` says.
- * - shutdown during the handler or a backoff → release, requeue without delay, never dead-letter.
+ * - shutdown during the handler or a backoff → release with the attempt uncounted, requeue without
+ *   delay, never dead-letter (so shutdowns never use up `maxAttempts`).
  * - lease lost while the handler ran (and it did not ack) → release, requeue after `busyRequeueDelayMs`.
  * - fail-open (no claim): the same rows, with no receipt step; an ack reports `claim_failed`
  *   (nothing was committed), and so does a requeue.
@@ -245,6 +250,7 @@ export function decide(event: SettlementEvent, rules: SettlementRules): Decision
 
 function afterHandler(end: HandlerEnd, guarded: boolean, attempt: number, rules: SettlementRules): Decision {
   const release = guarded ? 'release' : 'none';
+  const releaseUncounted = guarded ? 'release_uncounted' : 'none';
   const releaseReset = guarded ? 'release_reset' : 'none';
   // Nothing was claimed on the fail-open path, so a requeue there reports the failed claim.
   const requeued: Outcome = guarded ? 'released' : 'claim_failed';
@@ -253,7 +259,7 @@ function afterHandler(end: HandlerEnd, guarded: boolean, attempt: number, rules:
       if (guarded) return end.result === undefined ? COMMIT_WITHOUT_RESULT : { kind: 'commit', result: end.result };
       return settle('none', ACK_NEW, 'claim_failed', NO_EVENTS, true);
     case 'aborted':
-      if (end.cause === 'shutdown') return settle(release, SHUTDOWN_REQUEUE, requeued, NO_EVENTS, true);
+      if (end.cause === 'shutdown') return settle(releaseUncounted, SHUTDOWN_REQUEUE, requeued, NO_EVENTS, true);
       if (end.cause === 'lease_lost') return settle(release, requeue('lease_lost', rules.busyRequeueDelayMs), 'lease_lost', ['lease_lost'], true, end.error);
       return retry(end.error, undefined, guarded, attempt, rules); // timeout: a retryable failure
     case 'reject':

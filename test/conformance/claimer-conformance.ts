@@ -194,6 +194,23 @@ export function describeClaimerConformance(name: string, factory: ClaimerFactory
       expect(third.receipt.fencingToken).toBeGreaterThan(second.receipt.fencingToken);
     });
 
+    test('release with uncountAttempt (a shutdown stopped the attempt): the next acquisition repeats its number, also at attempt 1; the fencing token still rises', async () => {
+      const k = key('uncount');
+      const first = acquired(await h.claimer.claim(k, opts));
+      await first.receipt.release({ uncountAttempt: true });
+      const again = acquired(await h.claimer.claim(k, opts));
+      expect(again.attempt).toBe(1);
+      expect(again.receipt.fencingToken).toBeGreaterThan(first.receipt.fencingToken);
+      await again.receipt.release();
+      const second = acquired(await h.claimer.claim(k, opts));
+      expect(second.attempt).toBe(2);
+      await second.receipt.release({ uncountAttempt: true });
+      const secondAgain = acquired(await h.claimer.claim(k, opts));
+      expect(secondAgain.attempt).toBe(2);
+      await secondAgain.receipt.release({ resetAttempts: true, uncountAttempt: true });
+      expect(acquired(await h.claimer.claim(k, opts)).attempt).toBe(1);
+    });
+
     test('a live lease makes other claims busy', async () => {
       const k = key('busy');
       acquired(await h.claimer.claim(k, opts));

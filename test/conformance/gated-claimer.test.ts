@@ -31,8 +31,8 @@ class ReplyDroppingClaimer extends InMemoryClaimer {
     this.faults.after('commit');
     return outcome;
   }
-  protected override releaseLease(lease: LeaseIdentity, resetAttempts: boolean): LeaseOutcome {
-    const outcome = super.releaseLease(lease, resetAttempts);
+  protected override releaseLease(lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt?: boolean): LeaseOutcome {
+    const outcome = super.releaseLease(lease, resetAttempts, uncountAttempt);
     this.faults.after('release');
     return outcome;
   }

@@ -426,6 +426,17 @@ describe('batch claims (claimBatch + dispatch)', () => {
     expect(await consumer.dispatch(garbled, prepared)).toMatchObject({ action: 'reject', reason: 'invalid_body' });
     expect((await claimer.claim('test:b-garbled', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).state).toBe('acquired');
   });
+
+  test('a prepared lease given back because the consumer is stopping did not run: its attempt does not count', async () => {
+    const claimer = new InMemoryClaimer();
+    const consumer = new FnConsumer(fastOptions(claimer), async () => ack());
+    const delivery = recordingDelivery({ key: 'b-stopping' });
+    const [prepared] = await consumer.claimBatch([delivery]);
+    expect(prepared).toMatchObject({ kind: 'claimed', result: { state: 'acquired', attempt: 1 } });
+    await consumer.stop();
+    expect(await consumer.dispatch(delivery, prepared)).toMatchObject({ action: 'requeue', reason: 'shutdown', handled: false });
+    expect(await claimer.claim('test:b-stopping', { leaseTtlMs: 1000, doneTtlMs: 60_000 })).toMatchObject({ state: 'acquired', attempt: 1 });
+  });
 });
 
 describe('failure paths found by a new user', () => {
@@ -495,6 +506,29 @@ describe('failure paths found by a new user', () => {
     await stopping;
     expect(await run).toMatchObject({ action: 'requeue', reason: 'shutdown' });
     expect(source.closed).toBe(true);
+  });
+
+  test('shutdowns never use up maxAttempts: stopped in its handler three times with maxAttempts 2, the message runs a fourth time as attempt 1 and is acked', async () => {
+    const { ManualSource } = await import('./helpers');
+    const claimer = new InMemoryClaimer();
+    const results: unknown[] = [];
+    for (let round = 0; round < 3; round++) {
+      let started = false;
+      const consumer = new FnConsumer({ ...fastOptions(claimer), source: new ManualSource(), maxAttempts: 2, shutdownTimeoutMs: 20 }, () => {
+        started = true;
+        return new Promise(() => undefined); // a slow handler a deploy interrupts
+      });
+      await consumer.start();
+      const run = consumer.dispatch(recordingDelivery({ key: 'deploy' }));
+      await waitFor(() => started);
+      await consumer.stop();
+      results.push(await run);
+    }
+    for (const result of results) expect(result).toMatchObject({ action: 'requeue', reason: 'shutdown', attempt: 1 });
+    const last = new FnConsumer({ ...fastOptions(claimer), source: new ManualSource(), maxAttempts: 2 }, async () => ack());
+    await last.start();
+    expect(await last.dispatch(recordingDelivery({ key: 'deploy' }))).toMatchObject({ action: 'ack', outcome: 'committed', attempt: 1 });
+    await last.stop();
   });
 
   test('options that are not what they claim fail at construction: a null logger, observers that are not an array, a zero busy delay', () => {

@@ -160,9 +160,9 @@ describe('settlement table (README "Settlement"), one row at a time', () => {
     }
   });
 
-  test('shutdown during the handler: release, requeue at once, never dead-letter', () => {
+  test('shutdown during the handler: release with the attempt uncounted, requeue at once, never dead-letter', () => {
     expect(guarded({ kind: 'aborted', cause: 'shutdown', error: new ShutdownError() }, 3)).toEqual({
-      kind: 'settle', receipt: 'release', broker: { kind: 'requeue', cause: 'shutdown', delayMs: 0 }, outcome: 'released', events: [], handled: true, error: undefined,
+      kind: 'settle', receipt: 'release_uncounted', broker: { kind: 'requeue', cause: 'shutdown', delayMs: 0 }, outcome: 'released', events: [], handled: true, error: undefined,
     });
   });
 
@@ -293,7 +293,7 @@ describe('the decision type admits only the receipt/broker pairs the table decid
       { kind: 'aborted', cause: 'timeout', error: new TimeoutError('t') },
       { kind: 'aborted', cause: 'lease_lost', error: new LeaseLostError('k', 1, 'extend') },
     ];
-    const legal = { none: ['ack', 'requeue', 'dead_letter'], release: ['requeue'], release_reset: ['dead_letter'] };
+    const legal = { none: ['ack', 'requeue', 'dead_letter'], release: ['requeue'], release_uncounted: ['requeue'], release_reset: ['dead_letter'] };
     for (const end of ends) {
       for (const attempt of [1, 2, 3]) {
         for (const decision of [guarded(end, attempt), unguarded(end, attempt)]) {

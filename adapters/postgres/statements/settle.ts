@@ -14,7 +14,9 @@
  *   when the outcome did not fit the 4096-byte bound and the key was completed without it.
  *   A row this owner already completed (a retried commit whose reply was lost) answers again.
  * - release: reset (boolean; true = `failed_permanent`, the next acquisition is attempt 1),
- *   retention in ms (the attempt count is remembered that long).
+ *   retention in ms (the attempt count is remembered that long), uncount (boolean; true = this
+ *   attempt does not count: the row's attempt goes back by one, or, at attempt 1, the row is
+ *   released as after a reset).
  * - extend: lease in ms from now.
  */
 
@@ -62,8 +64,9 @@ export function commit(schema: string, tenant: boolean): string {
 export function release(schema: string, tenant: boolean): string {
   const { where, n } = match(tenant);
   return settled('release', schema, tenant, `UPDATE ${table(schema, tenant)} SET
-      status = CASE WHEN $${n + 1}::boolean THEN 'failed_permanent' ELSE 'failed_retryable' END,
+      status = CASE WHEN $${n + 1}::boolean OR ($${n + 3}::boolean AND attempt <= 1) THEN 'failed_permanent' ELSE 'failed_retryable' END,
       outcome = jsonb_build_object('released', CASE WHEN $${n + 1}::boolean THEN 'dead_lettered' ELSE 'retry' END),
+      attempt = CASE WHEN $${n + 3}::boolean AND NOT $${n + 1}::boolean AND attempt > 1 THEN attempt - 1 ELSE attempt END,
       expires_at = clock_timestamp() + $${n + 2} * interval '1 millisecond',
       updated_at = greatest(clock_timestamp(), created_at)
     WHERE ${where} AND status = 'processing'

@@ -166,6 +166,17 @@ export function completeCall(schema: string, row: CompletedRow): string {
   return `SELECT kept FROM ${schema}.twophase_complete(${args.join(', ')})`;
 }
 
+/**
+ * Takes one attempt off the key's count (a shutdown stopped the attempt: the next acquisition
+ * repeats its number); a count of 1 is deleted. Parameter: scope digest.
+ */
+export function uncountAttempt(schema: string): string {
+  return (
+    `/* twophase:uncount */ WITH gone AS (DELETE FROM ${schema}.twophase_attempts WHERE scope_digest = $1 AND attempts <= 1) ` +
+    `UPDATE ${schema}.twophase_attempts SET attempts = attempts - 1, updated_at = clock_timestamp() WHERE scope_digest = $1 AND attempts > 1`
+  );
+}
+
 /** Parameters: lock id, scope digest, forget (boolean). */
 export function endAttempt(schema: string): string {
   return `SELECT ${schema}.twophase_end_attempt($1, $2, $3) AS unlocked`;

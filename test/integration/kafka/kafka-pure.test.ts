@@ -290,6 +290,29 @@ describe('KafkaSource on a fake client', () => {
     expect(client.commits.every((c) => c.generation === 2)).toBe(true);
   });
 
+  test('a record claimed ahead and dropped by a rebalance did not run: its attempt does not count, so it runs next as attempt 1', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const attempts = new Map<number, number[]>();
+    const { kafka, source, consumer } = await setup(async (message, context) => {
+      attempts.set(message.body.seq, [...(attempts.get(message.body.seq) ?? []), context.attempt]);
+      if (message.body.seq === 1) await gate;
+      return ack();
+    });
+    await consumer.start();
+    const client = kafka.consumers[0]!;
+    client.join({ orders: [0] });
+    await client.deliver('orders', 0, [0, 1, 2]);
+    // Offset 0 ran alone; then 1 and 2 were claimed together, and 1 waits in its handler.
+    await waitFor(() => attempts.has(1) && source.stats.preclaimed === 3, { what: 'offset 2 claimed ahead while offset 1 runs' });
+    client.join({ orders: [0] }); // a rebalance: offset 2's claim is released, its handler never ran
+    await waitFor(() => source.stats.preclaimReleased === 1, { what: 'the claim made ahead released' });
+    release();
+    await client.deliver('orders', 0, [1, 2]);
+    await waitFor(() => client.committedOffsets('orders', 0).includes('3'), { what: 'offset 2 committed in the new generation' });
+    expect(attempts.get(2)).toEqual([1]);
+  });
+
   test('requeue in place pauses the partition, retries the same record, keeps order, and dead-letters at maxAttempts', async () => {
     const calls: string[] = [];
     const { kafka, consumer } = await setup(async (message) => {
