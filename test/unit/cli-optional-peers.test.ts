@@ -13,7 +13,7 @@ import { EXIT } from '../../adapters/cli';
 import { importPeer, MissingPeerError, missingModuleName } from '../../adapters/cli/peer';
 import { runCliProcess } from '../support/cli-process';
 
-const ALL_PEERS = ['amqplib', 'kafkajs', 'ioredis', 'pg', '@opentelemetry/api'];
+const ALL_PEERS = ['amqplib', 'kafkajs', '@platformatic/kafka', 'ioredis', 'pg', '@opentelemetry/api'];
 /** Each case starts ts-node in a child process: a few seconds of CPU each on the shared 2-core machine. */
 const CHILD_PROCESS_TEST_MS = 240_000;
 const VERSION = (JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;

@@ -27,8 +27,10 @@ export const REPLAY_BACKENDS: Readonly<Record<string, ReplayBackendFactory>> = {
   },
   kafka: async (options) => {
     const library = options.client ?? 'kafkajs';
-    const { KafkaReplayBackend, kafkaBrokers } = await import('./kafka');
-    const { kafkajsClient, platformaticClient } = await import('../../kafka');
+    // twophase/kafka refuses to load with neither client installed: name the one this command uses.
+    const command = library === 'platformatic' ? 'twophase dlq replay --broker kafka --client platformatic' : 'twophase dlq replay --broker kafka';
+    const peer = library === 'platformatic' ? '@platformatic/kafka' : 'kafkajs';
+    const [{ KafkaReplayBackend, kafkaBrokers }, { kafkajsClient, platformaticClient }] = await importPeer(peer, command, () => Promise.all([import('./kafka'), import('../../kafka')]));
     const brokers = kafkaBrokers(options.url);
     let client: KafkaClient;
     if (library === 'platformatic') {
