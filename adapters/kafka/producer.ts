@@ -39,6 +39,9 @@ const KEYED_MESSAGE_FIELDS = optionNames<KeyedMessage>()(['idempotencyKey', 'val
 export function withIdempotencyKey(message: KeyedMessage): Message {
   checkKnownOptions('KeyedProducer message', message, KEYED_MESSAGE_FIELDS);
   validatePublishedKey(message.idempotencyKey, 'bytes');
+  if (message.value !== null && typeof message.value !== 'string' && !Buffer.isBuffer(message.value)) {
+    throw new ConfigurationError(`KeyedProducer message value must be a Buffer, a string or null (serialise objects first, e.g. JSON.stringify), got ${describeType(message.value)}`);
+  }
   const headers: Record<string, Buffer | string | (Buffer | string)[] | undefined> = {};
   for (const [name, value] of Object.entries(message.headers ?? {})) {
     if (value !== undefined && name !== IDEMPOTENCY_KEY_HEADER) headers[name] = Array.isArray(value) ? [...(value as Array<Buffer | string>)] : (value as Buffer | string);

@@ -374,7 +374,13 @@ export function buildPublish(body: MessageBody, options: PublishMessageOptions):
 function encodeBody(body: MessageBody): { content: Buffer; defaultContentType: string | undefined } {
   if (Buffer.isBuffer(body)) return { content: body, defaultContentType: undefined };
   if (typeof body === 'string') return { content: Buffer.from(body, 'utf8'), defaultContentType: isJsonText(body) ? 'application/json' : 'text/plain; charset=utf-8' };
-  const json = JSON.stringify(body);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(body);
+  } catch (error) {
+    // A BigInt, a cycle, or a toJSON that throws.
+    throw new ConfigurationError(`body must be a Buffer, a string or a JSON-serialisable value: ${(error as Error).message}`, { cause: error });
+  }
   if (json === undefined) throw new ConfigurationError('body must be a Buffer, a string or a JSON-serialisable value');
   return { content: Buffer.from(json, 'utf8'), defaultContentType: 'application/json' };
 }

@@ -172,6 +172,12 @@ describe('producer helper', () => {
     expect(() => withIdempotencyKey({ idempotencyKey: '', value: 'v' })).toThrow(InvalidKeyError);
   });
 
+  test('a value that is not a Buffer, a string or null is refused before anything is sent, naming the fix', () => {
+    expect(() => withIdempotencyKey({ idempotencyKey: 'pay-1', value: { a: 1 } as never })).toThrow(ConfigurationError);
+    expect(() => withIdempotencyKey({ idempotencyKey: 'pay-1', value: 42 as never })).toThrow(/value must be a Buffer, a string or null \(serialise objects first, e.g. JSON.stringify\), got 42 \(a number\)/);
+    expect(withIdempotencyKey({ idempotencyKey: 'pay-1', value: null }).value).toBeNull();
+  });
+
   test('a misspelled message field is refused by name, never sent without the header', () => {
     const message = { idempotencyKey: 'pay-1', value: 'v', header: { a: '1' } };
     expect(() => withIdempotencyKey(message)).toThrow(ConfigurationError);

@@ -199,6 +199,15 @@ describe('header mapping', () => {
     expect(() => buildPublish({}, { messageId: '' })).toThrow(ConfigurationError);
   });
 
+  test('a body JSON cannot encode (a BigInt, a cycle) is a ConfigurationError naming the cause, not a raw TypeError', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    for (const body of [{ n: 1n }, cyclic]) {
+      expect(() => buildPublish(body as never, { idempotencyKey: 'k' })).toThrow(ConfigurationError);
+      expect(() => buildPublish(body as never, { idempotencyKey: 'k' })).toThrow(/body must be a Buffer, a string or a JSON-serialisable value: .*(BigInt|circular)/i);
+    }
+  });
+
   test('a misspelled publish option is refused by name (a lost idempotencyKey would give each retry a new random key)', () => {
     // Held in a variable, the object escapes TypeScript's excess-property check, as in user code.
     const options = { persistent: true, idempotencykey: 'payment-42' };
