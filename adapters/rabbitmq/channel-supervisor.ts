@@ -5,9 +5,13 @@
  * *connection* is lost. When the broker closes only a *channel* (a consumer ack timeout, a 404 on
  * a deleted queue, a 406), its ChannelWrapper waits for a reconnect that never comes. This
  * supervisor notices that case (the connection that owned the channel is still the manager's
- * current one) and replaces the wrapper with a new one from the same manager, after a pause.
+ * current one) and replaces the wrapper with a new one from the same manager: at once, so the
+ * operations that come after the close go to a working channel, or, when the previous
+ * replacement was less than `recoveryDelayMs` ago (a channel the broker keeps closing), once
+ * that much time passed since it.
  * Reconnection itself stays with amqp-connection-manager.
  */
+import { performance } from 'node:perf_hooks';
 import type { Channel, ChannelModel } from 'amqplib';
 import type { AmqpConnectionManager, ChannelWrapper } from 'amqp-connection-manager';
 import type { Logger } from '../../src';
@@ -39,6 +43,8 @@ export class SupervisedChannel {
   private wrapper: ChannelWrapper | undefined;
   private closed = false;
   private recoveryTimer: NodeJS.Timeout | undefined;
+  /** When the wrapper was last replaced after a close (performance.now() ms), if ever. */
+  private replacedAt: number | undefined;
   /**
    * The broker's reason for the latest close of an underlying channel (`404 (NOT-FOUND) … no
    * exchange 'x'`), for the errors of the operations that close failed: amqplib rejects them
@@ -109,14 +115,18 @@ export class SupervisedChannel {
       const recovering = !this.closed && model !== undefined && model.connection === channel.connection;
       this.options.onClose?.(channel, error, recovering);
       if (!recovering) return;
-      this.options.logger.warn({ err: error, channel: this.options.name, delayMs: this.options.recoveryDelayMs }, 'twophase/rabbitmq channel closed by the broker; opening a new one');
+      const sinceLast = this.replacedAt === undefined ? Infinity : performance.now() - this.replacedAt;
+      const delayMs = Math.max(0, Math.ceil(this.options.recoveryDelayMs - sinceLast));
+      this.options.logger.warn({ err: error, channel: this.options.name, delayMs }, 'twophase/rabbitmq channel closed by the broker; opening a new one');
       clearTimeout(this.recoveryTimer);
-      this.recoveryTimer = setTimeout(() => this.replace(), this.options.recoveryDelayMs);
+      if (delayMs === 0) this.replace();
+      else this.recoveryTimer = setTimeout(() => this.replace(), delayMs);
     });
   }
 
   private replace(): void {
     if (this.closed) return;
+    this.replacedAt = performance.now();
     const old = this.wrapper;
     this.wrapper = this.create();
     void old?.close().catch(() => undefined);

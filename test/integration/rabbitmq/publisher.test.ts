@@ -2,7 +2,7 @@
  * The publisher helper on the real broker: message id and idempotency-key header, confirms,
  * unroutable messages, and retried publishes deduplicated by the consumer.
  */
-import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, InvalidKeyError } from '../../../src';
+import { ConfigurationError, IDEMPOTENCY_KEY_HEADER, InvalidKeyError, silentLogger } from '../../../src';
 import { MessageTooLargeError, RabbitMqPublisher, UnroutableError } from '../../../adapters/rabbitmq';
 import { describeWithServices } from '../../support/services';
 import { AMQP_URL } from './support/amqp';
@@ -157,6 +157,23 @@ describeWithServices(['rabbitmq'], 'RabbitMqPublisher (real broker)', () => {
     await (await h.admin.ch()).assertQueue(queue, { durable: false });
     await waitFor(async () => publisher.sendToQueue(queue, { ok: true }).then(() => true, () => false), { what: 'a publish on the new channel' });
     expect(await h.admin.messageCount(queue)).toBeGreaterThanOrEqual(1);
+  });
+
+  test('after a publish to a missing exchange closed the channel, a publish made 100 ms later goes through at once (default reconnectDelayMs)', async () => {
+    const own = new RabbitMqPublisher({ url: AMQP_URL, publishTimeoutMs: 5000, logger: silentLogger });
+    await own.connect();
+    try {
+      const queue = h.queue('right-after-missing-exchange');
+      await (await h.admin.ch()).assertQueue(queue, { durable: false });
+      await expect(own.publish(`${h.queue('gone')}.x`, 'rk', { a: 1 }, { idempotencyKey: 'k-gone' })).rejects.toThrow(/no exchange/);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const started = Date.now();
+      await own.sendToQueue(queue, { ok: true }, { idempotencyKey: 'k-after' });
+      expect(Date.now() - started).toBeLessThan(500);
+      expect(await h.admin.messageCount(queue)).toBe(1);
+    } finally {
+      await own.close();
+    }
   });
 
   test('what amqplib cannot encode fails that publish at once (headers over 65 536 bytes: MessageTooLargeError; a 300-byte message id, a function header: ConfigurationError); nothing is sent and later confirms stay in step', async () => {
