@@ -189,7 +189,8 @@ const SHUTDOWN_AT_INTAKE: Settlement = settle('none', SHUTDOWN_REQUEUE, 'release
  * - key conflict → dead-letter `key_conflict`. Invalid message → dead-letter with its reason, no claim.
  * - acquired past `maxAttempts` → dead-letter `retry_exhausted`, release with the count reset.
  * - handler acked → commit; then ack whatever the commit's outcome (reported as the outcome),
- *   except a transactional receipt whose commit failed: release and requeue with backoff.
+ *   except a transactional receipt whose commit failed: release and requeue with backoff; at
+ *   `maxAttempts` dead-letter `retry_exhausted` with the commit's error.
  * - handler threw a retryable error, returned `requeue()`, or passed `handlerTimeoutMs` → release
  *   and requeue with backoff (the asked delay for `requeue`); at `maxAttempts` dead-letter
  *   `retry_exhausted` instead.
@@ -233,8 +234,13 @@ export function decide(event: SettlementEvent, rules: SettlementRules): Decision
     case 'commit_ended': {
       const commit = event.commit;
       if (commit.outcome === 'committed') return COMMITTED;
-      // A transactional commit that failed rolled the effect back with the claim: try again.
+      // A transactional commit that failed rolled the effect back with the claim: try again, or,
+      // at maxAttempts, dead-letter with the COMMIT's error (the next delivery would be
+      // dead-lettered at its claim, with no error to show).
       if (event.transactional) {
+        if (event.attempt >= rules.maxAttempts) {
+          return settle('release_reset', deadLetter('retry_exhausted', event.attempt), 'retry_exhausted', ['commit_failed', 'retry_exhausted', 'rejected'], true, commit.error);
+        }
         return settle('release', requeue('retry', rules.retryDelayMs(event.attempt), event.attempt), 'commit_failed', ['commit_failed'], true, commit.error);
       }
       // The effect is applied: ack, and report that the commit did not land (the effect may repeat).

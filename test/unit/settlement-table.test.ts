@@ -94,6 +94,13 @@ describe('settlement table (README "Settlement"), one row at a time', () => {
     });
   });
 
+  test('transactional claimer, COMMIT failed at maxAttempts: dead-letter retry_exhausted with the COMMIT error, then release with the count reset', () => {
+    const error = new Error('could not serialize access');
+    expect(decide({ kind: 'commit_ended', attempt: 3, commit: { outcome: 'commit_failed', error }, transactional: true }, rules)).toEqual({
+      kind: 'settle', receipt: 'release_reset', broker: { kind: 'dead_letter', reason: 'retry_exhausted', attempts: 3 }, outcome: 'retry_exhausted', events: ['commit_failed', 'retry_exhausted', 'rejected'], handled: true, error,
+    });
+  });
+
   test('handler threw a retryable error: release, requeue with backoff for that attempt', () => {
     const error = new Error('flaky');
     expect(guarded({ kind: 'threw', error, permanent: false }, 2)).toEqual({

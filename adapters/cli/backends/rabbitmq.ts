@@ -255,7 +255,9 @@ export class RabbitMqReplayBackend implements ReplayBackend<RabbitItem> {
       ...replayKeyOf(headers, message.properties.messageId),
       reason: readString(headers, HEADERS.reason) ?? deathReason(headers),
       attempts: readCount(headers, HEADERS.attempts),
-      errorMessage: readString(headers, HEADERS.errorMessage) ?? deathText(headers),
+      // x-death describes the broker's own dead-letters; a message twophase dead-lettered (its
+      // reason header set) may carry x-death entries of its delay queues, which say nothing of why.
+      errorMessage: readString(headers, HEADERS.errorMessage) ?? (readString(headers, HEADERS.reason) === undefined ? deathText(headers) : undefined),
       destination: route ? describe(route) : undefined,
       ...(refused !== undefined ? { refusedRoute: refused } : {}),
     };

@@ -121,6 +121,21 @@ describeWithServices(['rabbitmq'], 'twophase dlq replay (real broker)', () => {
     expect(f.effects.total).toBe(0);
   });
 
+  test('--dry-run: a message twophase dead-lettered with no error text is not described by the x-death entry of a delay queue it passed through', async () => {
+    const work = h.queue('via-delay');
+    const dlq = `${work}.dlq`;
+    const ch = await h.admin.ch();
+    await ch.assertQueue(work, { durable: false });
+    await ch.assertQueue(dlq, { durable: false });
+    const delayDeath = [{ queue: `${work}.delay.1000ms`, reason: 'expired', count: 1, exchange: '', 'routing-keys': [`${work}.delay.1000ms`] }];
+    await h.admin.publish('', dlq, { n: 1 }, { messageId: 'via-delay-1', headers: { 'idempotency-key': 'via-delay-1', [HEADERS.reason]: 'retry_exhausted', [HEADERS.attempts]: 5, 'x-death': delayDeath } });
+    const dry = capture();
+    expect(await runCli(['dlq', 'replay', dlq, '--url', AMQP_URL, '--dry-run', '--json'], { io: dry.io })).toBe(EXIT.ok);
+    const message = dry.out.join('').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.type === 'message');
+    expect(message).toMatchObject({ reason: 'retry_exhausted' });
+    expect(message?.errorMessage).toBeUndefined();
+  });
+
   test('--dry-run --json lists the messages and changes nothing; --limit bounds a real run', async () => {
     const f = await poisonFixture(5, { permanent: true });
     const dry = capture();
