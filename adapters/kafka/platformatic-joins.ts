@@ -16,6 +16,8 @@ import type * as Platformatic from '@platformatic/kafka';
 interface GroupContext {
   readonly client?: unknown;
   readonly operation?: string;
+  /** Set by the channel when the operation failed (before `end` only when it threw synchronously). */
+  readonly error?: unknown;
 }
 
 const inFlight = new WeakMap<object, number>();
@@ -50,7 +52,10 @@ export function trackJoins(kafka: typeof Platformatic): void {
       if (context.operation !== 'joinGroup' || typeof client !== 'object' || client === null) return;
       inFlight.set(client, (inFlight.get(client) ?? 0) + 1);
     },
-    end: () => undefined,
+    // A join that threw synchronously never calls back: its `end` already carries the error.
+    end: (context) => {
+      if (context.error !== undefined) ended(context);
+    },
     asyncStart: ended,
     asyncEnd: () => undefined,
     error: () => undefined,
