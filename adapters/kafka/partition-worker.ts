@@ -222,7 +222,8 @@ export class PartitionWorker {
     }
     try {
       for (;;) {
-        const item = await this.next();
+        // A queued record is taken at once; only an empty queue (or a chunk to end) waits.
+        const item = this.ready() ?? (await this.next());
         if (!item) break;
         await this.process(item);
       }
@@ -233,6 +234,12 @@ export class PartitionWorker {
     }
     // Done means every commit in flight ended too, so the final committable offset is known.
     await this.commits.drained();
+  }
+
+  /** The next queued record when one can run at once (no stop, no rolled-back chunk to end first). */
+  private ready(): QueuedRecord | undefined {
+    if (this.stopped || (this.chunk.current && this.chunk.rolledBack)) return undefined;
+    return this.queue.next;
   }
 
   private async next(): Promise<QueuedRecord | undefined> {

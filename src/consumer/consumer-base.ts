@@ -245,18 +245,16 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
 
   /** {@inheritDoc twophase/adapter-kit!DeliverySink.submit} */
   submit(delivery: Delivery, preclaimed?: PreparedClaim): Submission {
-    let early!: (value: boolean) => void;
+    let onHandled!: (early: boolean) => void;
     const handled = new Promise<boolean>((resolve) => {
-      early = resolve;
+      onHandled = resolve;
     });
-    const onHandled = (): void => early(true);
     this.inFlightCount++;
+    // The pipeline calls onHandled once: `true` at the handled moment, else `false` as the
+    // delivery ends (before `settled` resolves).
     const settled = this.limiter.tryAcquire()
       ? this.pipeline.run(delivery, preclaimed, onHandled)
       : this.limiter.acquire().then(() => this.pipeline.run(delivery, preclaimed, onHandled));
-    // A promise resolves once: after the early `true`, this `false` is ignored.
-    const late = (): void => early(false);
-    settled.then(late, late);
     return { handled, settled };
   }
 

@@ -56,7 +56,7 @@ export function markHandled(run: DeliveryRun, signal: boolean, logger: Logger): 
   const onHandled = run.onHandled;
   if (onHandled !== undefined) {
     run.onHandled = undefined;
-    onHandled();
+    onHandled(true);
   }
   const settler = run.delivery.settler;
   if (!signal || !settler.handled) return;

@@ -131,9 +131,10 @@ export class DeliveryPipeline<TBody, TTransaction> {
   /**
    * Runs one delivery (its concurrency permit already taken) to its settlement. Never rejects.
    * The permit is given back once the handler is done (or when the delivery ends). `onHandled`
-   * is called at most once, when the delivery is bound to end in an ack (see markHandled).
+   * is called exactly once: with `true` when the delivery is bound to end in an ack (see
+   * markHandled), else with `false` as the delivery ends, before the returned promise resolves.
    */
-  async run(delivery: Delivery, preclaimed: PreparedClaim | undefined, onHandled?: () => void): Promise<DeliveryResult> {
+  async run(delivery: Delivery, preclaimed: PreparedClaim | undefined, onHandled?: (early: boolean) => void): Promise<DeliveryResult> {
     const started = performance.now();
     const trace = this.observation.active
       ? this.observation.start({ consumer: this.options.name, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata })
@@ -153,6 +154,11 @@ export class DeliveryPipeline<TBody, TTransaction> {
           : 'unexpected pipeline error; requeueing the delivery',
       );
       result = await applySettlement(this.applyContext, run, decision);
+    }
+    const notHandled = run.onHandled;
+    if (notHandled !== undefined) {
+      run.onHandled = undefined;
+      notHandled(false);
     }
     (result as { durationMs: number }).durationMs = performance.now() - started;
     trace.end(result);

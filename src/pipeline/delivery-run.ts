@@ -36,8 +36,11 @@ export class DeliveryRun extends LazyAbort implements KeptLeaseCallbacks {
   lost: LeaseLostError | undefined = undefined;
   /** Set once the settler was told the delivery is handled: from then on it must end in an ack. */
   handled = false;
-  /** Called once when the delivery is bound to end in an ack (DeliverySink.submit's `handled`). */
-  onHandled: (() => void) | undefined = undefined;
+  /**
+   * Called once (DeliverySink.submit's `handled`): with `true` when the delivery is bound to end in
+   * an ack, else with `false` as the delivery ends.
+   */
+  onHandled: ((early: boolean) => void) | undefined = undefined;
   private permitHeld = true;
   private onAbandon: ((reason: unknown) => void) | undefined = undefined;
 

@@ -16,6 +16,7 @@
  * - A repeated header (kafkajs gives an array) is one key when every value gives the same key,
  *   else `invalid_key`.
  */
+import { isUtf8 } from 'node:buffer';
 import type { Delivery } from './delivery';
 import { InvalidKeyError, InvalidMessageError } from '../util/errors';
 import { IDEMPOTENCY_KEY_HEADER } from '../util/idempotency-header';
@@ -108,18 +109,14 @@ function textKey(text: string, what: string): string {
   return text;
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
 function bytesKey(bytes: Buffer): string {
-  let text: string | undefined;
-  try {
-    text = strictUtf8.decode(bytes);
-  } catch {
-    text = undefined;
+  // Valid UTF-8 (strict: no overlong forms, surrogates or code points past U+10FFFF; a BOM is
+  // kept) is the same key as that text, unless the text holds U+FFFD: that character is reserved
+  // for encoded keys, so such bytes are encoded too (their bytes are intact here).
+  if (isUtf8(bytes)) {
+    const text = bytes.toString('utf8');
+    if (!text.includes(REPLACEMENT_CHARACTER)) return text;
   }
-  // Valid UTF-8 is the same key as that text, unless the text holds U+FFFD: that character is
-  // reserved for encoded keys, so such bytes are encoded too (their bytes are intact here).
-  if (text !== undefined && !text.includes(REPLACEMENT_CHARACTER)) return text;
   return BINARY_KEY_PREFIX + bytes.toString('base64url');
 }
 
