@@ -18,15 +18,17 @@ export type DispatchOutcome =
  * Submits `delivery` (whose settler is `settler`) and resolves once the worker may go on.
  * Never rejects for a settle failure (that is the `unsettled` fate); a sink that throws rejects.
  */
-export async function dispatchRecord(sink: DeliverySink, delivery: Delivery, preclaimed: PreparedClaim | undefined, settler: RecordSettler): Promise<DispatchOutcome> {
+export function dispatchRecord(sink: DeliverySink, delivery: Delivery, preclaimed: PreparedClaim | undefined, settler: RecordSettler): Promise<DispatchOutcome> {
   const submission = sink.submit(delivery, preclaimed);
-  if (await submission.handled) {
-    const fate = submission.settled.then(
-      () => settler.fate,
-      (): RecordFate => ({ kind: 'unsettled' }),
-    );
-    return { pipelined: true, fate };
-  }
-  await submission.settled;
-  return { pipelined: false, fate: settler.fate };
+  return submission.handled.then((early): DispatchOutcome | Promise<DispatchOutcome> => {
+    if (early) return { pipelined: true, fate: submission.settled.then(() => settler.fate, unsettled) };
+    return submission.settled.then(() => ({ pipelined: false, fate: settler.fate }));
+  });
+}
+
+const UNSETTLED: RecordFate = Object.freeze({ kind: 'unsettled' });
+
+/** A settle that failed (a submission's `settled` never rejects through ConsumerBase; a sink's own may). */
+function unsettled(): RecordFate {
+  return UNSETTLED;
 }

@@ -48,19 +48,20 @@ function carriesError(type: string): boolean {
  * Applies `s` to the run (events, receipt, broker) and returns the delivery's result (durationMs
  * still 0). Never rejects: a failed broker call is reported as `ack_failed`.
  */
-export async function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
+export function applySettlement(ctx: ApplyContext, run: DeliveryRun, s: Settlement, report = true): Promise<DeliveryResult> {
   if (report) reportEvents(run, s.events, s.error, s.broker);
-  if (s.receipt === 'release' || s.receipt === 'release_uncounted') return await releaseThenRequeue(ctx, run, s);
+  if (s.receipt === 'release' || s.receipt === 'release_uncounted') return releaseThenRequeue(ctx, run, s);
   const broker = s.broker;
-  if (broker.kind === 'dead_letter') return await deadLetter(ctx, run, s, broker);
-  // The per-message path (an ack after a commit): the broker call, awaited here.
+  if (broker.kind === 'dead_letter') return deadLetter(ctx, run, s, broker);
+  // The per-message path (an ack after a commit): the broker call alone, without an async frame.
   const result = broker.kind === 'ack' ? resultOf(run, s, 'ack', undefined, undefined) : resultOf(run, s, 'requeue', broker.cause, delayUsed(run, broker));
-  try {
-    await brokerCall(run, broker, undefined);
-  } catch (failure) {
-    settleFailed(ctx, run, failure);
-  }
-  return result;
+  return brokerCall(run, broker, undefined).then(
+    () => result,
+    (failure: unknown) => {
+      settleFailed(ctx, run, failure);
+      return result;
+    },
+  );
 }
 
 /** Dead-letter first; then (`release_reset`) release, with the count reset only when the dead letter is in place. */

@@ -5,7 +5,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { ClaimResult } from '../claim/claimer';
+import type { ClaimResult, JsonValue } from '../claim/claimer';
 import { ClaimStep } from './claim-step';
 import { CommitBatcher } from '../claim/commit-batcher';
 import type { ResolvedConsumerOptions } from '../config/consumer-options';
@@ -173,28 +173,38 @@ export class DeliveryPipeline<TBody, TTransaction> {
     return applySettlement(this.applyContext, run, decide(event, this.rules));
   }
 
-  private async steps(run: DeliveryRun, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
+  /**
+   * Intake, claim, then the claim's state. Not an async function: a claim made ahead (claimBatch)
+   * goes on to the handler without an await of its own; only a claim still to make is awaited
+   * (claimThenSettle). A synchronous throw is a bug, handled by `run` like a rejection.
+   */
+  private steps(run: DeliveryRun, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
     const delivery = run.delivery;
-    if (this.stopping) {
-      await this.releasePreclaimed(preclaimed);
-      return this.settle(run, { kind: 'stopping', during: 'intake' });
-    }
+    if (this.stopping) return this.refuse(run, preclaimed, { kind: 'stopping', during: 'intake' });
     let message: Message<TBody>;
     try {
       const key = preclaimed && preclaimed.kind !== 'skipped' ? preclaimed.key : deriveKey(this.hooks, this.keyPrefix, delivery);
       run.key = key;
       message = { key, body: decodeBody(this.hooks, delivery), raw: delivery.body, headers: delivery.headers, messageId: delivery.messageId, metadata: delivery.metadata };
     } catch (error) {
-      await this.releasePreclaimed(preclaimed);
-      return this.settle(run, { kind: 'invalid', reason: error instanceof InvalidMessageError ? error.reason : 'invalid_body', error });
+      return this.refuse(run, preclaimed, { kind: 'invalid', reason: error instanceof InvalidMessageError ? error.reason : 'invalid_body', error });
     }
+    // Without an observer wrapping the step, a claim prepared by claimBatch is taken as it is.
+    if (!run.trace.wrapsSteps && preclaimed?.kind === 'claimed') return this.claimed(run, message, preclaimed.result);
+    return this.claimThenSettle(run, message, preclaimed);
+  }
 
+  /** Gives back a claim made ahead (its handler will not run), then settles `event`. */
+  private async refuse(run: DeliveryRun, preclaimed: PreparedClaim | undefined, event: SettlementEvent & { readonly kind: 'stopping' | 'invalid' }): Promise<DeliveryResult> {
+    await this.releasePreclaimed(preclaimed);
+    return this.settle(run, event);
+  }
+
+  /** Claims (the claimer's own promise awaited; the retries start only if it failed), then goes on by the claim's state. */
+  private async claimThenSettle(run: DeliveryRun, message: Message<TBody>, preclaimed: PreparedClaim | undefined): Promise<DeliveryResult> {
     let claim: ClaimResult;
     try {
-      // Without an observer wrapping the step: a claim prepared by claimBatch is taken as it is (no
-      // await), else the claimer's own promise is awaited and the retries start only if it failed.
       if (run.trace.wrapsSteps) claim = await run.trace.step('claim', () => this.claim(message, preclaimed));
-      else if (preclaimed?.kind === 'claimed') claim = preclaimed.result;
       else {
         const fingerprint = this.hooks.fingerprint(message);
         try {
@@ -206,27 +216,35 @@ export class DeliveryPipeline<TBody, TTransaction> {
     } catch (error) {
       return this.claimFailed(run, message, error);
     }
+    return await this.claimed(run, message, claim);
+  }
+
+  /** Goes on by the claim's state: acquired → the handler (or retry_exhausted), done → duplicate, busy → requeue. */
+  private claimed(run: DeliveryRun, message: Message<TBody>, claim: ClaimResult): Promise<DeliveryResult> {
     run.claimState = claim.state;
     if (claim.state === 'acquired') {
       run.receipt = claim.receipt;
-      run.attempt = attemptOf(claim.attempt, delivery.metadata.priorAttempts);
+      run.attempt = attemptOf(claim.attempt, run.delivery.metadata.priorAttempts);
       run.fencingToken = claim.receipt.fencingToken;
       const decision = decide({ kind: 'acquired', attempt: run.attempt }, this.rules);
       if (decision.kind === 'settle') return applySettlement(this.applyContext, run, decision);
       reportEvents(run, decision.events, undefined);
-      return await this.handleAndSettle(run, message, true);
+      return this.handleAndSettle(run, message, true);
     }
-    if (claim.state === 'done') {
-      const decision = decide({ kind: 'done' }, this.rules);
-      reportEvents(run, decision.events, undefined);
-      try {
-        await this.hooks.onDuplicate(message, claim.result);
-      } catch (error) {
-        this.logger.warn({ err: error, key: message.key }, 'onDuplicate hook threw; the duplicate is acked anyway');
-      }
-      return applySettlement(this.applyContext, run, decision, false);
-    }
+    if (claim.state === 'done') return this.duplicate(run, message, claim.result);
     return this.settle(run, { kind: 'busy' });
+  }
+
+  /** A done key: the onDuplicate hook (its failure logged, never fatal), then an ack as a duplicate. */
+  private async duplicate(run: DeliveryRun, message: Message<TBody>, result: JsonValue | undefined): Promise<DeliveryResult> {
+    const decision = decide({ kind: 'done' }, this.rules);
+    reportEvents(run, decision.events, undefined);
+    try {
+      await this.hooks.onDuplicate(message, result);
+    } catch (error) {
+      this.logger.warn({ err: error, key: message.key }, 'onDuplicate hook threw; the duplicate is acked anyway');
+    }
+    return applySettlement(this.applyContext, run, decision, false);
   }
 
   private claim(message: Message<TBody>, preclaimed: PreparedClaim | undefined): Promise<ClaimResult> {
