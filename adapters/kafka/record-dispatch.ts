@@ -6,7 +6,7 @@
  */
 import type { Delivery } from '../../src';
 import type { DeliverySink, PreparedClaim } from '../../src/adapter-kit';
-import type { RecordFate, RecordSettler } from './record-settler';
+import { type RecordFate, type RecordSettler, UNSETTLED } from './record-settler';
 
 /** The outcome of {@link dispatchRecord}. */
 export type DispatchOutcome =
@@ -25,8 +25,6 @@ export function dispatchRecord(sink: DeliverySink, delivery: Delivery, preclaime
     return submission.settled.then(() => ({ pipelined: false, fate: settler.fate }));
   });
 }
-
-const UNSETTLED: RecordFate = Object.freeze({ kind: 'unsettled' });
 
 /** A settle that failed (a submission's `settled` never rejects through ConsumerBase; a sink's own may). */
 function unsettled(): RecordFate {

@@ -35,7 +35,7 @@ export interface RecordSettlerHost {
 const RESOLVED: Promise<void> = Promise.resolve();
 export const ACKED: RecordFate = Object.freeze({ kind: 'ack' });
 const REJECTED: RecordFate = Object.freeze({ kind: 'reject' });
-const UNSETTLED: RecordFate = Object.freeze({ kind: 'unsettled' });
+export const UNSETTLED: RecordFate = Object.freeze({ kind: 'unsettled' });
 
 /**
  * The settler of one dispatch of one record: records how the pipeline settled it (a dead letter
