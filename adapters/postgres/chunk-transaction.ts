@@ -23,7 +23,7 @@
  */
 import type { PoolClient, QueryResult } from 'pg';
 import type { LeaseIdentity, LeaseOperations, LeaseOutcome } from '../../src/adapter-kit';
-import { sqlState, TransactionAbortedError, type TransactionMisuseError } from './errors';
+import { mayHaveCommitted, TransactionAbortedError, type TransactionMisuseError } from './errors';
 import type { KeyDigests } from './key-digest';
 import type { BorrowedClient } from './pool-client';
 import type { ClaimSession } from './claim-session';
@@ -143,8 +143,8 @@ export class ChunkTransaction implements SharedTransaction {
       } catch (error) {
         this.borrowed.noteError(error);
         this.session.logger.warn(
-          { err: error, keys: this.members.length, possiblyCommitted: sqlState(error) === undefined },
-          `${what} failed; every member's effect is rolled back${sqlState(error) === undefined ? ' (the connection failed during COMMIT, so it may have committed: redeliveries find those keys done, or run them once)' : ''}`,
+          { err: error, keys: this.members.length, possiblyCommitted: mayHaveCommitted(error) },
+          `${what} failed; every member's effect is rolled back${mayHaveCommitted(error) ? ' (the connection failed during COMMIT, so it may have committed: redeliveries find those keys done, or run them once)' : ''}`,
         );
         await this.end(what);
         return this.finish('rolled_back');

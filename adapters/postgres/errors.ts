@@ -79,6 +79,24 @@ export function sqlState(error: unknown): string | undefined {
 }
 
 /**
+ * Whether a COMMIT that failed with `error` may still have committed: only when the connection
+ * failed with no SQLSTATE. node-postgres refuses a query on a client whose connection had already
+ * failed or was closed ("Client has encountered a connection error and is not queryable", "Client
+ * was closed and is not queryable") without sending it: that COMMIT never reached the server,
+ * which rolls back the transaction of a session that ended. A library's error is read through its
+ * causes (Drizzle wraps the driver's error in its own).
+ */
+export function mayHaveCommitted(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current !== null && current !== undefined; depth++) {
+    if (sqlState(current) !== undefined) return false;
+    if (current instanceof Error && / and is not queryable$/.test(current.message)) return false;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return true;
+}
+
+/**
  * Turns any error of an operation on `what` into a twophase error:
  * - a {@link TwophaseError} is returned as is;
  * - a missing table, function, column or schema becomes {@link SchemaMismatchError};

@@ -25,7 +25,7 @@ import { randomUUID } from 'node:crypto';
 import type { QueryResultRow } from 'pg';
 import { type ClaimOptions, ClaimerUnavailableError, type ClaimResult, type JsonValue, KeyConflictError } from '../../src';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, NonAcquiredReceipt } from '../../src/adapter-kit';
-import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
+import { mayHaveCommitted, SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
 import { type KeyDigests, sha256 } from './key-digest';
 import type { ClaimSession } from './claim-session';
 import { portExecutor } from './port-executor';
@@ -148,28 +148,21 @@ function commitError(what: string, caught: unknown, port: TransactionPort<unknow
     return new TransactionAbortedError(`${what}: the transaction did not commit (${reason}); nothing was applied`, { cause });
   }
   const cause = driverError(caught);
-  return new TransactionAbortedError(`${what}: the transaction did not commit (${errorText(cause)}); ${sqlState(cause) === undefined && !neverSent(cause) ? MAY_HAVE_COMMITTED : 'nothing was applied'}`, { cause });
+  return new TransactionAbortedError(`${what}: the transaction did not commit (${errorText(cause)}); ${mayHaveCommitted(cause) ? MAY_HAVE_COMMITTED : 'nothing was applied'}`, { cause });
 }
 
 const MAY_HAVE_COMMITTED = 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once';
 
 /**
- * node-postgres refuses a query on a client whose connection had already failed or was closed
- * ("Client has encountered a connection error and is not queryable", "Client was closed and is
- * not queryable") without sending it: a COMMIT refused so never reached the server, and the
- * server rolls back a transaction whose session ended.
- */
-function neverSent(error: unknown): boolean {
-  return error instanceof Error && / and is not queryable$/.test(error.message);
-}
-
-/**
  * The error's message, without a library's call-site header: Prisma starts its messages with
- * "Invalid `prisma.$queryRawUnsafe()` invocation:", which names twophase's own statement call.
+ * "Invalid `prisma.$queryRawUnsafe()` invocation:", which names twophase's own statement call. A
+ * wrapper with a cause (Drizzle's "Failed query: rollback" over the driver's error) is shown as
+ * its first line, then the cause's message.
  */
 function errorText(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
-  return text.replace(/^\s*Invalid `[^`]*` invocation:\s*/, '');
+  const text = (error instanceof Error ? error.message : String(error)).replace(/^\s*Invalid `[^`]*` invocation:\s*/, '');
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  return cause instanceof Error && sqlState(error) === undefined ? `${text.split('\n')[0]}: ${cause.message}` : text;
 }
 
 /**

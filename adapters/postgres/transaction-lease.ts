@@ -26,7 +26,7 @@ import { randomUUID } from 'node:crypto';
 import type { PoolClient, QueryResult } from 'pg';
 import { type ClaimOptions, ClaimerUnavailableError, type ClaimResult, type JsonValue, type OutboxWriter, KeyConflictError } from '../../src';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, LeaseReceipt, NonAcquiredReceipt, type SharedTransaction } from '../../src/adapter-kit';
-import { SQLSTATE, sqlState, toClaimerError, TransactionAbortedError, TransactionMisuseError } from './errors';
+import { mayHaveCommitted, SQLSTATE, sqlState, toClaimerError, TransactionAbortedError, TransactionMisuseError } from './errors';
 import { transactionControl } from './transaction-control';
 import { type KeyDigests, sha256 } from './key-digest';
 import type { ClaimSession } from './claim-session';
@@ -148,7 +148,7 @@ export class TransactionLease implements LeaseOperations {
       const reason = sqlState(error) === SQLSTATE.divisionByZero ? "the key's row is held live by another claimer of the same table" : ((error as Error)?.message ?? String(error));
       throw new TransactionAbortedError(
         `${what}: the transaction did not commit (${reason}); ` +
-          (sqlState(error) === undefined ? 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once' : 'nothing was applied'),
+          (mayHaveCommitted(error) ? 'the connection failed, so it may have committed: a redelivery finds the key done, or runs it once' : 'nothing was applied'),
         { cause: error },
       );
     }
