@@ -35,6 +35,9 @@
  *   typeorm port   `typeormTransactions(dataSource)` (its own pool): the same INSERT through the
  *                  transaction's `EntityManager` (a repository's `insert`), the generic port path
  *                  (`typeormPortVsNative`, `typeormAddedTimePerMessagePercent`)
+ *   typeorm port, the DataSource's pool   the same port with the claimer on `typeormPool(dataSource)`
+ *                  (its `overPoolClient`: the claim runs as without a port; `typeormPoolPortVsNative`,
+ *                  `typeormPoolAddedTimePerMessagePercent`, `typeormPoolVsTypeormAlone`)
  *   alone rows     the same handlers in each library's own transaction without twophase, raw
  *                  amqplib at prefetch 32: `pg` (BEGIN, the INSERT on a pool client, COMMIT),
  *                  Drizzle on the second pool (`db.transaction`), Prisma (`prisma.$transaction`),
@@ -52,7 +55,7 @@
  *
  *   npx ts-node --transpile-only bench/postgres/inbox.ts [--count 5000] [--runs 3] [--out file.json] [--port-only | --rabbit-batch-only]
  * `--rabbit-batch-only` runs only the RabbitMQ floors, batch mode and floor-batch rows at prefetch 32 and 100, interleaved.
- * `--port-only` runs only "twophase transactional", the five port rows and the four alone rows, interleaved (Kafka is still
+ * `--port-only` runs only "twophase transactional", the six port rows and the four alone rows, interleaved (Kafka is still
  * connected to, not used).
  */
 import { writeFileSync } from 'node:fs';
@@ -73,7 +76,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import { prismaTransactions } from '../../adapters/postgres/orm/prisma';
 import { PrismaClient } from '../../test/support/prisma/generated/client';
 import { DataSource, EntitySchema, type EntityManager } from 'typeorm';
-import { typeormTransactions } from '../../adapters/postgres/orm/typeorm';
+import { typeormPool, typeormTransactions } from '../../adapters/postgres/orm/typeorm';
 import { KafkaSource } from '../../adapters/kafka';
 import { RabbitMqSource } from '../../adapters/rabbitmq';
 import { RedisClaimer } from '../../adapters/redis';
@@ -348,6 +351,8 @@ async function main(): Promise<void> {
     const dataSource = await new DataSource({ type: 'postgres', host: pgConfig.host, port: pgConfig.port, username: pgConfig.user, database: pgConfig.database, schema, entities: [LedgerEntity], poolSize: PREFETCH + 2, extra: { idleTimeoutMillis: 1000 } }).initialize();
     dataSources.push(dataSource);
     const typeormClaimer = new PostgresClaimer({ pool, transactions: typeormTransactions(dataSource) }, { schema, mode: 'transactional' });
+    // The claimer on the DataSource's own pool: the port's overPoolClient, the claim as without a port.
+    const typeormPoolClaimer = new PostgresClaimer({ pool: typeormPool(dataSource), transactions: typeormTransactions(dataSource) }, { schema, mode: 'transactional' });
     const typeormInsert = (key: string, tx: unknown) => (tx as EntityManager).getRepository(LedgerEntity).insert({ key });
     const typeormAlone = (key: string) => dataSource.transaction(async (manager) => typeormInsert(key, manager));
     const variants: [string, string, (queue: string) => Promise<{ elapsedMs: number; cpuUs: number }>][] = [
@@ -371,6 +376,7 @@ async function main(): Promise<void> {
       ['rabbitmq', 'floor-batch (raw amqplib, one transaction per window: effects, one claim-record INSERT, COMMIT), prefetch 100', (queue) => runFloorBatch(queue, pool, ledger, `${schema}.claims`, 100, COUNT)],
       ['rabbitmq', 'twophase transactional through the TypeORM port (typeormTransactions), its own pool', (queue) => runTwophase(queue, typeormClaimer as unknown as Claimer, typeormInsert as never)],
       ['rabbitmq', 'TypeORM alone (raw amqplib + dataSource.transaction, the same repository insert)', (queue) => runFloor(queue, pool, ledger, PREFETCH, typeormAlone)],
+      ['rabbitmq', "twophase transactional through the TypeORM port, the claimer on the DataSource's pool (typeormPool)", (queue) => runTwophase(queue, typeormPoolClaimer as unknown as Claimer, typeormInsert as never)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
@@ -384,8 +390,9 @@ async function main(): Promise<void> {
     const FLOOR_BATCH_100 = 17;
     const TYPEORM = 18;
     const TYPEORM_ALONE = 19;
+    const TYPEORM_POOL = 20;
     const selected = PORT_ONLY
-      ? [NATIVE, DRIZZLE, KYSELY, DRIZZLE_CALLBACK, PRISMA, TYPEORM, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE, TYPEORM_ALONE].map((i) => variants[i]!)
+      ? [NATIVE, DRIZZLE, KYSELY, TYPEORM_POOL, DRIZZLE_CALLBACK, PRISMA, TYPEORM, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE, TYPEORM_ALONE].map((i) => variants[i]!)
       : RABBIT_BATCH_ONLY
         ? [0, 6, FLOOR_BATCH_32, 7, 8, FLOOR_BATCH_100].map((i) => variants[i]!)
         : variants;
@@ -454,6 +461,7 @@ async function main(): Promise<void> {
       drizzleOtherPoolVsDrizzleAlone: vsAlone(DRIZZLE_CALLBACK, DRIZZLE_ALONE),
       prismaVsPrismaAlone: vsAlone(PRISMA, PRISMA_ALONE),
       typeormVsTypeormAlone: vsAlone(TYPEORM, TYPEORM_ALONE),
+      typeormPoolVsTypeormAlone: vsAlone(TYPEORM_POOL, TYPEORM_ALONE),
       // Each library alone against the same handler on twophase's transactional mode without a port
       // (rate ratio): above 1.1× time per message, the library alone already misses the port's 10 % goal.
       pgAloneVsNative: rate(PG_ALONE, NATIVE),
@@ -469,6 +477,8 @@ async function main(): Promise<void> {
       kyselyAddedTimePerMessagePercent: addedPerMessage(KYSELY),
       typeormPortVsNative: rate(TYPEORM, NATIVE),
       typeormAddedTimePerMessagePercent: addedPerMessage(TYPEORM),
+      typeormPoolPortVsNative: rate(TYPEORM_POOL, NATIVE),
+      typeormPoolAddedTimePerMessagePercent: addedPerMessage(TYPEORM_POOL),
     });
     const report = {
       at: new Date().toISOString(),

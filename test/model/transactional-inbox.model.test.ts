@@ -317,6 +317,9 @@ const CRASH_AND_LOST_ACK: Step[] = [
  *   `overPoolClient`, so every claim runs inside the library's transaction, and the effect is
  *   written with the library's own API (Prisma's model, Kysely's query builder, TypeORM's
  *   repository) on `ctx.transaction`.
+ * - `typeorm-pool`: TypeORM with the claimer on the DataSource's own pool (`typeormPool`): the
+ *   claim runs as without a port, and the effect is written with a repository of the
+ *   `EntityManager` the port built over the claim's client.
  * The history is the same; only the effect's statement and the way to find the transaction's
  * session differ.
  */
@@ -353,6 +356,16 @@ async function setUpFlavor(name: FlavorName, f: SchemaFixture, effects: string):
       close: async () => undefined,
     };
   }
+  if (name === 'typeorm-pool') {
+    // The claimer on the DataSource's own pool, the port whole: every claim takes overPoolClient.
+    const lib = await ormUnderTest(name, f.schema, ORM_POOL_SIZE);
+    const claimer = new PostgresClaimer({ pool: lib.claimerPool!, logger: silentLogger, transactions: lib.port }, { schema: f.schema, ...CLAIMER_OPTIONS });
+    const write = async (tx: unknown, key: string, fence: number) => {
+      lib.checkClaimTransaction?.(tx);
+      await lib.writeEffect(tx, key, fence);
+    };
+    return { claimer, write, pid: pidThrough(lib.port), close: () => lib.close() };
+  }
   if (ORM_NAMES.includes(name)) {
     const lib = await ormUnderTest(name as OrmName, f.schema, ORM_POOL_SIZE);
     const full = lib.port;
@@ -364,7 +377,7 @@ async function setUpFlavor(name: FlavorName, f: SchemaFixture, effects: string):
   return { claimer: withPort(port), write: async (tx, key, fence) => void (await port.query(tx, insert, [key, fence])), pid: pidThrough(port), close: async () => undefined };
 }
 
-const ALL_FLAVORS: readonly FlavorName[] = ['native', 'pg', 'drizzle', 'drizzle-callback', 'prisma', 'kysely', 'typeorm'];
+const ALL_FLAVORS: readonly FlavorName[] = ['native', 'pg', 'drizzle', 'drizzle-callback', 'prisma', 'kysely', 'typeorm', 'typeorm-pool'];
 /** The flavors this run checks: every one by default; TWOPHASE_MODEL_FLAVORS=native,prisma to choose. */
 const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS?.split(',') ?? ALL_FLAVORS) as FlavorName[];
 for (const name of FLAVORS) if (!ALL_FLAVORS.includes(name)) throw new Error(`TWOPHASE_MODEL_FLAVORS: unknown flavor "${name}" (known: ${ALL_FLAVORS.join(', ')})`);

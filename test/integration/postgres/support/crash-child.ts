@@ -23,13 +23,22 @@ export interface CrashChildConfig {
 
 interface UnderTest {
   readonly port: TransactionPort<unknown>;
+  /** The pool the claimer must use, when the library's path needs its own. */
+  readonly claimerPool?: Pool;
   write(tx: unknown, key: string, token: number): Promise<void>;
 }
 
 async function underTest(config: CrashChildConfig, pool: Pool): Promise<UnderTest> {
   if (config.orm !== undefined) {
     const lib = await ormUnderTest(config.orm, config.schema);
-    return { port: lib.port as TransactionPort<unknown>, write: (tx, key, token) => lib.writeEffect(tx as never, key, token) };
+    return {
+      port: lib.port as TransactionPort<unknown>,
+      claimerPool: lib.claimerPool,
+      write: (tx, key, token) => {
+        lib.checkClaimTransaction?.(tx as never);
+        return lib.writeEffect(tx as never, key, token);
+      },
+    };
   }
   if (config.port === undefined) throw new Error('crash-child: the config names neither a port nor an ORM');
   const p = portUnderTest(config.port, pool);
@@ -41,7 +50,7 @@ async function main(): Promise<void> {
   const pool = new Pool(config.pg);
   pool.on('error', () => undefined);
   const lib = await underTest(config, pool);
-  const claimer = new PostgresClaimer({ pool, transactions: lib.port }, { schema: config.schema, mode: 'transactional' });
+  const claimer = new PostgresClaimer({ pool: lib.claimerPool ?? pool, transactions: lib.port }, { schema: config.schema, mode: 'transactional' });
   const claim = await claimer.claim(config.key, { leaseTtlMs: 60_000, doneTtlMs: 60_000 });
   if (claim.state !== 'acquired') throw new Error(`child: expected acquired, got ${claim.state}`);
   await lib.write(claim.receipt.transaction, config.key, claim.receipt.fencingToken);

@@ -27,10 +27,10 @@ export function describeClaimerThroughOrm(name: OrmName): void {
     let claimer: PostgresClaimer<unknown>;
     let child: ChildProcess | undefined;
     beforeEach(async () => {
-      f = await freshSchema(`orm_more_${name}`);
+      f = await freshSchema(`orm_more_${name.replace('-', '_')}`);
       await createEffectTable(f.pool, f.schema);
       lib = await ormUnderTest(name, f.schema);
-      claimer = new PostgresClaimer({ pool: f.pool, logger: silentLogger, transactions: lib.port }, { schema: f.schema, mode: 'transactional' });
+      claimer = new PostgresClaimer({ pool: lib.claimerPool ?? f.pool, logger: silentLogger, transactions: lib.port }, { schema: f.schema, mode: 'transactional' });
     });
     afterEach(async () => {
       if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -47,6 +47,7 @@ export function describeClaimerThroughOrm(name: OrmName): void {
     async function acquire(key: string, options: ClaimOptions = OPTIONS): Promise<{ receipt: TransactionReceipt<unknown>; attempt: number }> {
       const claim = await claimer.claim(key, options);
       if (claim.state !== 'acquired') throw new Error(`expected acquired, got ${claim.state}`);
+      lib.checkClaimTransaction?.(claim.receipt.transaction);
       return { receipt: claim.receipt as TransactionReceipt<unknown>, attempt: claim.attempt };
     }
 
@@ -156,6 +157,7 @@ export function describeClaimerThroughOrm(name: OrmName): void {
       const options = { claimer, scope: { operation: 'report' }, key: 'day-1', leaseTtlMs: 5000, doneTtlMs: 60_000 };
       await expect(
         runOnce<null, unknown>(options, async ({ transaction, fencingToken }) => {
+          lib.checkClaimTransaction?.(transaction);
           await lib.writeEffect(transaction, 'day-1', fencingToken);
           throw new Error('boom');
         }),

@@ -9,13 +9,14 @@ import { Pool } from 'pg';
 import { DataSource, EntitySchema, type EntityManager } from 'typeorm';
 import { kyselyTransactions } from '../../../../adapters/postgres/orm/kysely';
 import { prismaTransactions, type PrismaTransactionClient } from '../../../../adapters/postgres/orm/prisma';
-import { typeormTransactions } from '../../../../adapters/postgres/orm/typeorm';
+import { typeormPool, typeormTransactions } from '../../../../adapters/postgres/orm/typeorm';
 import type { TransactionPort } from '../../../../adapters/postgres/transaction-port';
 import { PrismaClient } from '../../../support/prisma/generated/client';
 import { pgConfig, pgUrl } from './pg-helpers';
 
-export type OrmName = 'prisma' | 'kysely' | 'typeorm';
-export const ORM_NAMES: readonly OrmName[] = ['prisma', 'kysely', 'typeorm'];
+/** `typeorm-pool`: TypeORM with the claimer on the DataSource's own pool (the path without a port). */
+export type OrmName = 'prisma' | 'kysely' | 'typeorm' | 'typeorm-pool';
+export const ORM_NAMES: readonly OrmName[] = ['prisma', 'kysely', 'typeorm', 'typeorm-pool'];
 
 /** One library on one schema. */
 export interface OrmUnderTest<Tx> {
@@ -24,6 +25,10 @@ export interface OrmUnderTest<Tx> {
   /** Inserts one `effect` row through the library's own API (model, query builder, repository). */
   writeEffect(tx: Tx, key: string, amount: number): Promise<void>;
   close(): Promise<void>;
+  /** The pool the claimer must use, when the library's path needs its own (`typeorm-pool`); else any. */
+  readonly claimerPool?: Pool;
+  /** Throws when `tx` (a claim's `ctx.transaction`) was not built the way this variant must build it. */
+  checkClaimTransaction?(tx: Tx): void;
 }
 
 export type PrismaTx = PrismaTransactionClient<PrismaClient>;
@@ -77,17 +82,7 @@ export const EffectEntity = new EntitySchema<Effect>({
 });
 
 export async function typeormUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<EntityManager>> {
-  const c = pgConfig();
-  const dataSource = await new DataSource({
-    type: 'postgres',
-    host: c.host,
-    port: c.port,
-    username: c.user,
-    database: c.database,
-    schema,
-    entities: [EffectEntity],
-    poolSize: max,
-  }).initialize();
+  const dataSource = await typeormDataSource(schema, max);
   return {
     name: 'typeorm',
     port: typeormTransactions(dataSource),
@@ -98,11 +93,64 @@ export async function typeormUnderTest(schema: string, max = POOL_SIZE): Promise
   };
 }
 
+async function typeormDataSource(schema: string, max: number): Promise<DataSource> {
+  const c = pgConfig();
+  return new DataSource({ type: 'postgres', host: c.host, port: c.port, username: c.user, database: c.database, schema, entities: [EffectEntity], poolSize: max }).initialize();
+}
+
+/** Every EntityManager the `typeorm-pool` port's `overPoolClient.wrap` built. */
+const builtOverClient = new WeakSet<object>();
+
+/**
+ * TypeORM with the claimer on the DataSource's own pool. The port's `overPoolClient.wrap` is spied
+ * on: `checkClaimTransaction` throws for a claim's manager it did not build (the claim ran inside
+ * `dataSource.transaction`).
+ */
+export async function typeormOnItsPoolUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<EntityManager>> {
+  const dataSource = await typeormDataSource(schema, max);
+  const port = typeormTransactions(dataSource);
+  const over = port.overPoolClient!;
+  const spied: TransactionPort<EntityManager> = {
+    name: port.name,
+    transaction: port.transaction.bind(port),
+    query: port.query.bind(port),
+    overPoolClient: {
+      get pool() {
+        return over.pool;
+      },
+      wrap: (client) => {
+        const manager = over.wrap(client);
+        builtOverClient.add(manager);
+        return manager;
+      },
+    },
+  };
+  return {
+    name: 'typeorm-pool',
+    port: spied,
+    claimerPool: typeormPool(dataSource),
+    writeEffect: async (manager, key, amount) => {
+      await manager.getRepository(EffectEntity).insert({ key, amount });
+    },
+    checkClaimTransaction: (manager) => {
+      if (!builtOverClient.has(manager)) throw new Error("typeorm-pool: ctx.transaction was not built over the claimer's client (the claim did not take overPoolClient)");
+    },
+    close: () => dataSource.destroy(),
+  };
+}
+
 /**
  * The library `name` on `schema`, its transaction object untyped (for suites that run all three).
  * @param max the most connections its pool opens
  */
 export async function ormUnderTest(name: OrmName, schema: string, max = POOL_SIZE): Promise<OrmUnderTest<unknown>> {
-  const made = name === 'prisma' ? await prismaUnderTest(schema, max) : name === 'kysely' ? await kyselyUnderTest(schema, max) : await typeormUnderTest(schema, max);
+  const made =
+    name === 'prisma'
+      ? await prismaUnderTest(schema, max)
+      : name === 'kysely'
+        ? await kyselyUnderTest(schema, max)
+        : name === 'typeorm'
+          ? await typeormUnderTest(schema, max)
+          : await typeormOnItsPoolUnderTest(schema, max);
   return made as unknown as OrmUnderTest<unknown>;
 }
