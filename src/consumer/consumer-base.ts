@@ -156,16 +156,25 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
    * {@link InvalidMessageError}, and the wiring errors {@link TransactionUnavailableError}
    * (`ctx.transaction` with a claimer that gives none) and {@link OutboxNotAvailableError}
    * (`ctx.outbox` where nothing can stage): the deployment must change, so the message is
-   * dead-lettered at once (`permanent_error`) and a replay after the fix runs it again.
+   * dead-lettered at once (`permanent_error`) and a replay after the fix runs it again. The error
+   * counts when it is one of these or was caused by one (its `cause`, up to 4 levels: a database
+   * library that wraps the driver's error, as Drizzle does, keeps it there).
    */
   protected isPermanent(error: unknown): boolean {
-    return (
-      error instanceof PermanentError ||
-      error instanceof InvalidMessageError ||
-      error instanceof InvalidDispositionError ||
-      error instanceof TransactionUnavailableError ||
-      error instanceof OutboxNotAvailableError
-    );
+    let current: unknown = error;
+    for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+      if (
+        current instanceof PermanentError ||
+        current instanceof InvalidMessageError ||
+        current instanceof InvalidDispositionError ||
+        current instanceof TransactionUnavailableError ||
+        current instanceof OutboxNotAvailableError
+      ) {
+        return true;
+      }
+      current = current.cause;
+    }
+    return false;
   }
 
   /**

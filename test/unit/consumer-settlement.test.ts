@@ -236,6 +236,19 @@ describe('settlement table', () => {
     expect(d.calls).toEqual([{ op: 'reject', info: expect.objectContaining({ reason: 'permanent_error', attempts: 1, errorType: make().name }) }]);
   });
 
+  test("an error whose cause is a PermanentError (a database library's wrapper) is dead-lettered at the first attempt; a plain wrapper is retried", async () => {
+    const claimer = new InMemoryClaimer();
+    const wrapped = (cause: Error) => Object.assign(new Error('Failed query: COMMIT', { cause }), { name: 'DrizzleQueryError' });
+    const consumer = new FnConsumer({ ...fastOptions(claimer), maxAttempts: 5 }, async (m) => {
+      throw m.key.endsWith('permanent-cause') ? wrapped(new Error('wrapper of a wrapper', { cause: new PermanentError('refused') })) : wrapped(new Error('connection reset'));
+    });
+    const permanent = recordingDelivery({ key: 'permanent-cause' });
+    expect(await consumer.dispatch(permanent)).toMatchObject({ action: 'reject', reason: 'permanent_error', attempt: 1 });
+    expect(permanent.calls).toEqual([{ op: 'reject', info: expect.objectContaining({ reason: 'permanent_error', attempts: 1, errorType: 'DrizzleQueryError' }) }]);
+    const transient = recordingDelivery({ key: 'transient-cause' });
+    expect(await consumer.dispatch(transient)).toMatchObject({ action: 'requeue', reason: 'retry', attempt: 1 });
+  });
+
   test('handler returned reject(reason): dead-letter with that reason, then release', async () => {
     const { consumer, types } = setup(async () => reject('unknown_account'));
     const d = recordingDelivery({ key: 'acct' });

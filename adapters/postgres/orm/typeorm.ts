@@ -23,6 +23,7 @@
 import { SUPPORTED_RANGE } from './typeorm-peer';
 import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
 import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
+import { TransactionMisuseError } from '../errors';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { Pool, PoolClient } from 'pg';
 import type { PoolClientTransactions, SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
@@ -48,7 +49,7 @@ export interface TypeormTransactionsOptions {
  *   of six) and the handler gets the `EntityManager` of a query runner of this DataSource set over
  *   the claim's client, inside the transaction twophase began: TypeORM sends neither BEGIN nor
  *   COMMIT (`manager.transaction(…)` in the handler is a SAVEPOINT), and a COMMIT or ROLLBACK sent
- *   through it is refused (`TransactionMisuseError`, wrapped in TypeORM's `QueryFailedError`).
+ *   through it is refused with `TransactionMisuseError` (not wrapped in TypeORM's `QueryFailedError`).
  *   TypeORM's transaction events (`beforeTransactionStart` … `afterTransactionCommit`) do not fire
  *   for that transaction; its query events and logging do.
  * @param dataSource the application's DataSource (type `postgres`), initialized
@@ -134,5 +135,14 @@ function overClient(runner: QueryRunner, client: PoolClient): QueryRunner {
   internals.databaseConnection = client;
   internals.isTransactionActive = true;
   internals.transactionDepth = 1;
+  // TypeORM wraps every driver error in its QueryFailedError (the original as `driverError`): a
+  // refused BEGIN, COMMIT or ROLLBACK reaches the handler as twophase's own TransactionMisuseError,
+  // as on the other paths, so the consumer dead-letters it at once instead of retrying it.
+  const query = runner.query.bind(runner);
+  runner.query = ((...args: Parameters<QueryRunner['query']>) =>
+    query(...args).catch((error: unknown) => {
+      const driverError = (error as { driverError?: unknown } | null)?.driverError;
+      throw driverError instanceof TransactionMisuseError ? driverError : error;
+    })) as QueryRunner['query'];
   return runner;
 }

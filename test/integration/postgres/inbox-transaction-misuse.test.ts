@@ -4,7 +4,14 @@
  * retry meets it again: the delivery is dead-lettered at once (permanent_error) with no effect,
  * and a replay after the fix runs it.
  */
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import { sql } from 'drizzle-orm';
+import type { Pool } from 'pg';
+import { DataSource, type EntityManager } from 'typeorm';
 import { ack, type ConsumerEvent } from '../../../src';
+import { drizzleTransactions, type DrizzleTransaction } from '../../../adapters/postgres/orm/drizzle';
+import { typeormPool, typeormTransactions } from '../../../adapters/postgres/orm/typeorm';
+import { pgConfig } from './support/pg-helpers';
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
 import { diagnoseKey, PostgresClaimer, TransactionMisuseError } from '../../../adapters/postgres';
 import { describeWithServices } from '../../support/services';
@@ -67,5 +74,64 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
     expect(runs).toBe(2);
     // The same key once committed: diagnose finds it (so the missing above was this key's).
     expect((await diagnoseKey(f.pool, { schema: f.schema, key: (rejected as { key: string }).key })).state).toBe('replayable');
+  });
+
+  /**
+   * The same COMMIT sent through a library's own transaction object, with the claimer on that
+   * library's pool (the claim as without a port): the library wraps or rethrows the refusal
+   * (Drizzle as the cause of its DrizzleQueryError; TypeORM's query runner rethrows it as is), and
+   * the consumer still dead-letters it at once.
+   */
+  test.each(['drizzle', 'typeorm'] as const)("a COMMIT sent through %s's transaction object is dead-lettered at once as permanent_error, with no effect", async (library) => {
+    const broker = new MemoryBroker();
+    const queue = `payments-${library}`;
+    broker.publish(queue, { body: JSON.stringify({ amount: 1 }), messageId: 'pay-2' });
+    const events: ConsumerEvent[] = [];
+    let runs = 0;
+    let dataSource: DataSource | undefined;
+    let pool: Pool = f.pool;
+    let commitThrough: (tx: unknown) => Promise<unknown>;
+    let transactions;
+    if (library === 'drizzle') {
+      transactions = drizzleTransactions(drizzle(f.pool));
+      commitThrough = (tx) => (tx as DrizzleTransaction<NodePgDatabase>).execute(sql`COMMIT`);
+    } else {
+      const c = pgConfig();
+      dataSource = await new DataSource({ type: 'postgres', host: c.host, port: c.port, username: c.user, database: c.database, poolSize: 4 }).initialize();
+      pool = typeormPool(dataSource);
+      transactions = typeormTransactions(dataSource);
+      commitThrough = (tx) => (tx as EntityManager).queryRunner!.commitTransaction();
+    }
+    try {
+      consumer = new InboxConsumer(
+        {
+          name: 'payments',
+          claimer: new PostgresClaimer({ pool, transactions: transactions as never }, { schema: f.schema, mode: 'transactional' }),
+          source: new MemorySource({ broker, queue }),
+          maxAttempts: 5,
+          retryBackoff: { initialDelayMs: 1, maxDelayMs: 1, multiplier: 1, jitter: 0 },
+          logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+          observers: [{ onEvent: (e) => void events.push(e) }],
+        },
+        async (_m, ctx) => {
+          runs++;
+          await commitThrough(ctx.transaction);
+          return ack();
+        },
+      );
+      await consumer.start();
+      await waitFor(() => broker.deadLetters(queue).length === 1, { what: 'the dead letter' });
+      expect(runs).toBe(1);
+      expect(broker.deadLetters(queue)[0]!.reason).toMatchObject({ reason: 'permanent_error' });
+      const rejected = events.find((e) => e.type === 'rejected') as { reason?: string; attempt?: number; error?: Error } | undefined;
+      expect(rejected).toMatchObject({ reason: 'permanent_error', attempt: 1 });
+      const refusal = rejected!.error instanceof TransactionMisuseError ? rejected!.error : rejected!.error?.cause;
+      expect(refusal).toBeInstanceOf(TransactionMisuseError);
+      expect(await f.counts()).toEqual(new Map());
+    } finally {
+      await consumer?.stop();
+      consumer = undefined;
+      await dataSource?.destroy();
+    }
   });
 });
