@@ -78,22 +78,31 @@ export function sqlState(error: unknown): string | undefined {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
+/** `error` and its causes, outermost first (at most 4: a library's wrapper keeps the driver's error as `cause`). */
+export function causeChain(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let current = error; chain.length < 4 && current !== null && current !== undefined; current = (current as { cause?: unknown }).cause) chain.push(current);
+  return chain;
+}
+
+/**
+ * The error that carries the SQLSTATE in a library's error: the error itself, or one of its
+ * causes (Drizzle wraps the driver's error in its own `DrizzleQueryError`); else `error`.
+ */
+export function driverError(error: unknown): unknown {
+  return causeChain(error).find((e) => sqlState(e) !== undefined) ?? error;
+}
+
 /**
  * Whether a COMMIT that failed with `error` may still have committed: only when the connection
  * failed with no SQLSTATE. node-postgres refuses a query on a client whose connection had already
  * failed or was closed ("Client has encountered a connection error and is not queryable", "Client
  * was closed and is not queryable") without sending it: that COMMIT never reached the server,
  * which rolls back the transaction of a session that ended. A library's error is read through its
- * causes (Drizzle wraps the driver's error in its own).
+ * causes.
  */
 export function mayHaveCommitted(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; depth < 4 && current !== null && current !== undefined; depth++) {
-    if (sqlState(current) !== undefined) return false;
-    if (current instanceof Error && / and is not queryable$/.test(current.message)) return false;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return true;
+  return !causeChain(error).some((e) => sqlState(e) !== undefined || (e instanceof Error && / and is not queryable$/.test(e.message)));
 }
 
 /**

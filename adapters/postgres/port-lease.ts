@@ -25,7 +25,7 @@ import { randomUUID } from 'node:crypto';
 import type { QueryResultRow } from 'pg';
 import { type ClaimOptions, ClaimerUnavailableError, type ClaimResult, type JsonValue, KeyConflictError } from '../../src';
 import { type LeaseIdentity, type LeaseOperations, type LeaseOutcome, NonAcquiredReceipt } from '../../src/adapter-kit';
-import { mayHaveCommitted, SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
+import { driverError, mayHaveCommitted, SQLSTATE, sqlState, toClaimerError, TransactionAbortedError } from './errors';
 import { type KeyDigests, sha256 } from './key-digest';
 import type { ClaimSession } from './claim-session';
 import { portExecutor } from './port-executor';
@@ -55,19 +55,6 @@ class CompletionFailure extends Error {
     super('the completion statement failed', { cause: error });
     this.name = 'CompletionFailure';
   }
-}
-
-/**
- * The error that carries the SQLSTATE in a library's error: the error itself, or one of its
- * causes (Drizzle wraps the driver's error in its own `DrizzleQueryError`).
- */
-export function driverError(error: unknown): unknown {
-  let current: unknown = error;
-  for (let depth = 0; depth < 4 && current !== null && current !== undefined; depth++) {
-    if (sqlState(current) !== undefined) return current;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return error;
 }
 
 /** Store primitives of one claim held in a library's transaction. */

@@ -74,15 +74,21 @@ export function typeormTransactions(dataSource: DataSource, options: TypeormTran
  * @throws ConfigurationError when `dataSource` is not initialized, or is not of type `postgres`
  */
 export function typeormPool(dataSource: DataSource): Pool {
-  const host = dataSource as unknown as { isInitialized?: unknown; options?: { type?: unknown }; driver?: { master?: unknown } } | null;
+  const host = dataSource as unknown as { options?: { type?: unknown } } | null;
   if (host?.options?.type !== 'postgres') {
     throw new ConfigurationError(`typeormPool(dataSource): dataSource must be a TypeORM DataSource of type "postgres" (got type ${JSON.stringify(host?.options?.type)})`);
   }
-  const master = host.isInitialized === true ? (host.driver?.master as { connect?: unknown; totalCount?: unknown } | undefined) : undefined;
+  const master = masterPool(dataSource) as { connect?: unknown; totalCount?: unknown } | undefined;
   if (typeof master?.connect !== 'function' || typeof master.totalCount !== 'number') {
     throw new ConfigurationError('typeormPool(dataSource): the DataSource has no pg Pool yet; call it after `await dataSource.initialize()`');
   }
   return master as unknown as Pool;
+}
+
+/** The driver's master pool of an initialized DataSource, else undefined. */
+function masterPool(dataSource: DataSource): unknown {
+  const source = dataSource as unknown as { isInitialized?: unknown; driver?: { master?: unknown } } | null;
+  return source?.isInitialized === true ? source.driver?.master : undefined;
 }
 
 /** The fields of TypeORM's PostgresQueryRunner that set it over a client in an open transaction. */
@@ -97,11 +103,10 @@ class TypeormTransactionPort implements TransactionPort<EntityManager> {
   readonly overPoolClient: PoolClientTransactions<EntityManager>;
 
   constructor(private readonly dataSource: DataSource) {
-    const source = dataSource as unknown as { isInitialized?: boolean; driver?: { master?: unknown } };
     this.overPoolClient = {
       // Read at each claim: the pool exists once the DataSource is initialized, and a new one after a re-initialize.
       get pool(): unknown {
-        return source.isInitialized === true ? source.driver?.master : undefined;
+        return masterPool(dataSource);
       },
       wrap: (client: PoolClient) => overClient(dataSource.createQueryRunner('master'), client).manager,
     };

@@ -8,7 +8,7 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { sql } from 'drizzle-orm';
 import type { Pool } from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
-import { ack, type ConsumerEvent } from '../../../src';
+import { ack, type ConsumerEvent, type ConsumerOptions } from '../../../src';
 import { drizzleTransactions, type DrizzleTransaction } from '../../../adapters/postgres/orm/drizzle';
 import { typeormPool, typeormTransactions } from '../../../adapters/postgres/orm/typeorm';
 import { pgConfig } from './support/pg-helpers';
@@ -17,6 +17,19 @@ import { diagnoseKey, PostgresClaimer, TransactionMisuseError } from '../../../a
 import { describeWithServices } from '../../support/services';
 import { waitFor } from '../../support/wait';
 import { InboxConsumer, inboxFixture, type InboxFixture, writeLedger } from './support/inbox-fixture';
+
+/** A consumer of `queue` on `claimer`: 5 attempts, no backoff, silent, its events into `events`. */
+function consumerOptions(claimer: PostgresClaimer<unknown>, broker: MemoryBroker, queue: string, events: ConsumerEvent[]): ConsumerOptions {
+  return {
+    name: 'payments',
+    claimer,
+    source: new MemorySource({ broker, queue }),
+    maxAttempts: 5,
+    retryBackoff: { initialDelayMs: 1, maxDelayMs: 1, multiplier: 1, jitter: 0 },
+    logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+    observers: [{ onEvent: (e) => void events.push(e) }],
+  };
+}
 
 describeWithServices(['postgres'], 'transactional inbox: transaction control sent by the handler', () => {
   let f: InboxFixture;
@@ -38,15 +51,7 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
     let runs = 0;
     let fixed = false;
     consumer = new InboxConsumer(
-      {
-        name: 'payments',
-        claimer: new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' }),
-        source: new MemorySource({ broker, queue }),
-        maxAttempts: 5,
-        retryBackoff: { initialDelayMs: 1, maxDelayMs: 1, multiplier: 1, jitter: 0 },
-        logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
-        observers: [{ onEvent: (e) => void events.push(e) }],
-      },
+      consumerOptions(new PostgresClaimer({ pool: f.pool }, { schema: f.schema, mode: 'transactional' }), broker, queue, events),
       async (m, ctx) => {
         runs++;
         if (!fixed) await ctx.transaction.query(statement);
@@ -104,15 +109,7 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
     }
     try {
       consumer = new InboxConsumer(
-        {
-          name: 'payments',
-          claimer: new PostgresClaimer({ pool, transactions: transactions as never }, { schema: f.schema, mode: 'transactional' }),
-          source: new MemorySource({ broker, queue }),
-          maxAttempts: 5,
-          retryBackoff: { initialDelayMs: 1, maxDelayMs: 1, multiplier: 1, jitter: 0 },
-          logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
-          observers: [{ onEvent: (e) => void events.push(e) }],
-        },
+        consumerOptions(new PostgresClaimer({ pool, transactions: transactions as never }, { schema: f.schema, mode: 'transactional' }), broker, queue, events),
         async (_m, ctx) => {
           runs++;
           await commitThrough(ctx.transaction);
