@@ -14,7 +14,7 @@
 import './peer';
 export { PostgresClaimer } from './postgres-claimer';
 export { TransactionReceipt } from './transaction-lease';
-export type { TransactionPort, TransactionLimits, SqlRow, PoolClientTransactions } from './transaction-port';
+export type { TransactionPort, TransactionLimits, SqlRow, PoolClientTransactions, WrappedPoolClient, EnteredPoolClient, EnteredTransaction } from './transaction-port';
 export { pgTransactions } from './pg-transactions';
 export { portExecutor } from './port-executor';
 export {

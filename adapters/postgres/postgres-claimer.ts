@@ -104,13 +104,27 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
    * In transactional mode on the pool's own clients, each delivery in flight holds a pool client
    * for its whole transaction: a pool whose `max` (pg's `options.max`, default 10) is below the
    * consumer's `concurrency` makes the others wait for a client. Says so, naming both numbers and
-   * the fix; undefined otherwise (see {@link Claimer.startWarning}).
+   * the fix. With a transaction port whose library can build its object over the claimer's own
+   * clients (`overPoolClient`) but sends through another pool, says that each claim takes the
+   * slower path inside the library's transaction, and how to give the claimer the library's pool.
+   * Undefined otherwise (see {@link Claimer.startWarning}).
    */
   startWarning(options: { readonly concurrency: number }): string | undefined {
-    if (this.options.mode !== 'transactional' || this.transactions !== undefined || this.options.transactionBatch === 'per-chunk') return undefined;
+    if (this.transactions !== undefined) return this.otherPoolWarning(this.transactions);
+    if (this.options.mode !== 'transactional' || this.options.transactionBatch === 'per-chunk') return undefined;
     const max = (this.session.pool as { options?: { max?: unknown } }).options?.max ?? 10;
     if (typeof max !== 'number' || max >= options.concurrency) return undefined;
     return `PostgresClaimer (transactional): the pg Pool's max is ${max} but the consumer's concurrency is ${options.concurrency}; each delivery in flight holds a pool client for its whole transaction, so ${options.concurrency - max} of them wait for a client (and other users of the pool wait too). Raise the pool's max to at least ${options.concurrency} or lower concurrency to ${max}`;
+  }
+
+  private otherPoolWarning(port: TransactionPort<Tx>): string | undefined {
+    const libraryPool = port.overPoolClient?.pool;
+    if (libraryPool === undefined || libraryPool === this.session.pool) return undefined;
+    return (
+      `PostgresClaimer: ${port.name} sends through another pg Pool than the claimer's, so each claim runs inside ${port.name}'s own transaction ` +
+      "(6 round trips a message instead of 3, and a second connection for a moment); give the claimer the Pool the library sends through " +
+      '(drizzle(pool), kyselyTransactions(db, { pool }), typeormPool(dataSource), new PrismaPg(pool) with inboxAdapter) to run each claim as without a port'
+    );
   }
 
   /** The options in force, defaults applied (the name every adapter uses; see `AdapterSurface`). */
@@ -147,7 +161,7 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     if (this.transactions) {
       // A library that builds its transaction object over the claimer's own pool's client: the path without a port.
       const over = this.transactions.overPoolClient;
-      if (over !== undefined && over.pool === this.session.pool) return claimInTransaction(this.session, key, tenant, digests, options, (client) => over.wrap(client));
+      if (over !== undefined && over.pool === this.session.pool) return claimInTransaction(this.session, key, tenant, digests, options, over);
       return claimThroughPort(this.session, this.transactions, key, digests, options);
     }
     if (this.options.mode === 'transactional') return claimInTransaction(this.session, key, tenant, digests, options);

@@ -38,6 +38,7 @@ import * as settle from './statements/settle';
 import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt, uncountAttempt } from './statements/transaction';
 import { standaloneClaimResult } from './standalone-lease';
 import { outcomeJson } from './stored-outcome';
+import type { EnteredPoolClient, EnteredTransaction, PoolClientTransactions, TransactionLimits } from './transaction-port';
 import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
 
 /**
@@ -86,9 +87,13 @@ export class TransactionLease implements LeaseOperations {
    * transaction object over a pool client, see {@link PoolClientTransactions}) the library's
    * object over that guarded client.
    */
-  readonly handle: PoolClient;
+  handle: PoolClient;
   /** Outbox staging through the guarded client, when `handle` is a library's object. */
-  readonly executor: SqlExecutor | undefined;
+  executor: SqlExecutor | undefined;
+  /** The client twophase hands on: its `query` refuses transaction control and any use after the end. */
+  private readonly guarded: PoolClient;
+  /** Leaves a library's transaction callback (a port's {@link EnteredPoolClient}), before the COMMIT or ROLLBACK. */
+  private leaveLibrary: ((commit: boolean) => Promise<void>) | undefined;
 
   constructor(
     private readonly session: ClaimSession,
@@ -99,13 +104,32 @@ export class TransactionLease implements LeaseOperations {
     /** The claim's fingerprint digest and counted attempt, written with the completed row. */
     private readonly fingerprint: Buffer | null = null,
     private readonly attempt = 1,
-    /** Builds the library's transaction object over the guarded client (a port's {@link PoolClientTransactions.wrap}). */
+    /** Builds the library's transaction object over the guarded client (a port's {@link WrappedPoolClient.wrap}). */
     wrap?: (client: PoolClient) => unknown,
   ) {
-    const guarded = guardClient(borrowed.client, this);
+    this.guarded = guardClient(borrowed.client, this);
     // The receipt's Tx is the library's type then; this lease only hands the object on.
-    this.handle = wrap === undefined ? guarded : (wrap(guarded) as PoolClient);
-    this.executor = wrap === undefined ? undefined : (guarded as unknown as SqlExecutor);
+    this.handle = wrap === undefined ? this.guarded : (wrap(this.guarded) as PoolClient);
+    this.executor = wrap === undefined ? undefined : (this.guarded as unknown as SqlExecutor);
+  }
+
+  /**
+   * Enters a library's transaction over the guarded client (a port's {@link EnteredPoolClient}):
+   * its object becomes the handle. On failure the claim ends (rolled back, the attempt uncounted)
+   * and the library's error is thrown.
+   */
+  async enterLibrary(over: EnteredPoolClient<unknown>, limits: TransactionLimits, what: string): Promise<void> {
+    let entered: EnteredTransaction<unknown>;
+    try {
+      entered = await over.enter(this.guarded, limits);
+    } catch (error) {
+      this.finished = true;
+      await this.end(what, false, true, true);
+      throw error;
+    }
+    this.handle = entered.tx as PoolClient;
+    this.executor = this.guarded as unknown as SqlExecutor;
+    this.leaveLibrary = (commit) => entered.leave(commit);
   }
 
   async commit(lease: LeaseIdentity, resultJson: string | undefined, doneTtlMs: number): Promise<LeaseOutcome> {
@@ -113,8 +137,17 @@ export class TransactionLease implements LeaseOperations {
     this.finished = true;
     const what = `commit of "${this.key}"`;
     if (this.misuse) {
+      await this.leaveLibrary?.(false).catch(() => undefined);
       await this.end(what, false, true);
       throw new TransactionAbortedError(`${what}: refused, the handler sent ${this.misuse.statement} through ctx.transaction (${this.misuse.message}); the effect was not applied`, { cause: this.misuse });
+    }
+    if (this.leaveLibrary !== undefined) {
+      try {
+        await this.leaveLibrary(true);
+      } catch (error) {
+        await this.end(what, false, true);
+        throw new TransactionAbortedError(`${what}: the transaction did not commit (${(error as Error)?.message ?? String(error)}); nothing was applied`, { cause: error });
+      }
     }
     try {
       const schema = this.session.options.schema;
@@ -159,6 +192,7 @@ export class TransactionLease implements LeaseOperations {
   async release(_lease: LeaseIdentity, resetAttempts: boolean, uncountAttempt = false): Promise<LeaseOutcome> {
     if (this.finished) return 'ok';
     this.finished = true;
+    await this.leaveLibrary?.(false).catch(() => undefined);
     await this.end(`release of "${this.key}"`, resetAttempts, true, !resetAttempts && uncountAttempt);
     return 'ok';
   }
@@ -202,7 +236,7 @@ export async function claimInTransaction(
   tenant: string | undefined,
   digests: KeyDigests,
   options: ClaimOptions,
-  wrap?: (client: PoolClient) => unknown,
+  over?: PoolClientTransactions<unknown>,
 ): Promise<ClaimResult> {
   const what = `claim of "${key}"`;
   const opts = session.options;
@@ -212,6 +246,8 @@ export async function claimInTransaction(
   const owner = randomUUID();
   // From the send on, the session may hold the advisory lock and an open transaction.
   let sent = false;
+  // Set once a lease owns the client: from then on the lease ends the claim, never this catch.
+  let leased = false;
   try {
     if (tenant !== undefined) {
       sent = true;
@@ -236,7 +272,9 @@ export async function claimInTransaction(
     const begun = replies[0]!.rows[0] as BeginAttemptRow;
     if (begun.state === 'counted') {
       const fence = Number((replies[replies.length - 1]!.rows[0] as { fencing_token: string }).fencing_token);
-      const tx = new TransactionLease(session, borrowed, tenant, digests, key, fingerprint, begun.attempts, wrap);
+      const tx = new TransactionLease(session, borrowed, tenant, digests, key, fingerprint, begun.attempts, over !== undefined && 'wrap' in over ? (client) => over.wrap(client) : undefined);
+      leased = true;
+      if (over !== undefined && 'enter' in over) await tx.enterLibrary(over, { timeoutMs: options.leaseTtlMs + opts.operationTimeoutMs, maxWaitMs: opts.operationTimeoutMs }, what);
       const lease = { key, ownerToken: owner, fencingToken: fence };
       return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
     }
@@ -252,6 +290,7 @@ export async function claimInTransaction(
         return { state: 'busy', receipt: new NonAcquiredReceipt(key, 'busy') };
     }
   } catch (error) {
+    if (leased) throw toClaimerError(error, what);
     if (sent && sqlState(error) === SQLSTATE.lockNotAvailable) {
       // Another transaction holds the row (lock_timeout): busy, never an unbounded wait.
       const tx = new TransactionLease(session, borrowed, tenant, digests, key);

@@ -73,19 +73,53 @@ export interface TransactionPort<Tx> {
 /**
  * How a library builds its transaction object over a `pg` client that twophase borrowed from the
  * claimer's pool and keeps in an open transaction (twophase sends BEGIN, COMMIT and ROLLBACK).
+ * A library gives one of two shapes: `wrap` when its object can be built at once (Drizzle, Kysely,
+ * TypeORM), `enter` when the object exists only inside the library's own transaction callback
+ * (Prisma's interactive transaction).
  * @typeParam Tx - the library's transaction object (`ctx.transaction`)
  */
-export interface PoolClientTransactions<Tx> {
+export type PoolClientTransactions<Tx> = WrappedPoolClient<Tx> | EnteredPoolClient<Tx>;
+
+/** What both shapes of {@link PoolClientTransactions} share. */
+interface OverPoolClient {
   /**
    * The `pg` Pool the library's database object sends through. The claimer takes this path only
    * when it is the claimer's own `pool` (the same object), so the handler's statements reach the
    * same database as the claim; otherwise it runs the port's `transaction` and `query`.
    */
   readonly pool: unknown;
+}
+
+/** A library whose transaction object is built over the client at once. */
+export interface WrappedPoolClient<Tx> extends OverPoolClient {
   /**
    * The library's transaction object over `client`: every statement it sends goes through
    * `client.query`, and it neither begins, commits nor releases the client (twophase does; the
    * client refuses BEGIN, COMMIT, ROLLBACK and `release`, and allows savepoints).
    */
   wrap(client: PoolClient): Tx;
+}
+
+/** A library whose transaction object exists only inside its own transaction callback. */
+export interface EnteredPoolClient<Tx> extends OverPoolClient {
+  /**
+   * Opens the library's transaction over `client` and resolves once its callback holds the
+   * transaction object: the library sends every statement through `client.query` and sends no
+   * BEGIN, COMMIT or ROLLBACK of its own. `limits` as for {@link TransactionPort.transaction}.
+   * Rejects when the library did not take `client` (then nothing of the library is left open).
+   */
+  enter(client: PoolClient, limits: TransactionLimits): Promise<EnteredTransaction<Tx>>;
+}
+
+/** The library's transaction, entered over a claim's client (see {@link EnteredPoolClient}). */
+export interface EnteredTransaction<Tx> {
+  /** The library's transaction object, handed to the handler as `ctx.transaction`. */
+  readonly tx: Tx;
+  /**
+   * Leaves the library's callback: resolved (`commit` true) or rejected. Resolves once the
+   * library let go of the transaction, before twophase sends its COMMIT or ROLLBACK; with `commit`
+   * true, rejects when the library had already ended the transaction itself (its own timer), in
+   * which case twophase rolls back. Sends nothing.
+   */
+  leave(commit: boolean): Promise<void>;
 }

@@ -38,6 +38,11 @@
  *   typeorm port, the DataSource's pool   the same port with the claimer on `typeormPool(dataSource)`
  *                  (its `overPoolClient`: the claim runs as without a port; `typeormPoolPortVsNative`,
  *                  `typeormPoolAddedTimePerMessagePercent`, `typeormPoolVsTypeormAlone`)
+ *   prisma port, PrismaPg's pool   `prismaTransactions(prisma, { adapter })` with the client built on
+ *                  `inboxAdapter(new PrismaPg(pool))` and the claimer on `pool` (its `overPoolClient`:
+ *                  the claim runs as without a port, Prisma's interactive transaction inside it; the
+ *                  same `tx.effect.create`; `prismaPoolPortVsNative`, `prismaPoolAddedTimePerMessagePercent`,
+ *                  `prismaPoolVsPrismaAlone`)
  *   alone rows     the same handlers in each library's own transaction without twophase, raw
  *                  amqplib at prefetch 32: `pg` (BEGIN, the INSERT on a pool client, COMMIT),
  *                  Drizzle on the second pool (`db.transaction`), Prisma (`prisma.$transaction`),
@@ -73,7 +78,7 @@ import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import { kyselyTransactions } from '../../adapters/postgres/orm/kysely';
 import { bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
 import { PrismaPg } from '@prisma/adapter-pg';
-import { prismaTransactions } from '../../adapters/postgres/orm/prisma';
+import { inboxAdapter, prismaTransactions } from '../../adapters/postgres/orm/prisma';
 import { PrismaClient } from '../../test/support/prisma/generated/client';
 import { DataSource, EntitySchema, type EntityManager } from 'typeorm';
 import { typeormPool, typeormTransactions } from '../../adapters/postgres/orm/typeorm';
@@ -326,6 +331,14 @@ async function main(): Promise<void> {
     const prismaBusy = { busyRequeues: 0 };
     const prismaClaimer = new PostgresClaimer({ pool, transactions: prismaTransactions(prisma) }, { schema, mode: 'transactional' });
     const prismaInsert = (key: string, tx: unknown) => (tx as PrismaClient).effect.create({ data: { key, amount: 1 } });
+    // Prisma through inboxAdapter(new PrismaPg(pool)), the claimer on that pool: the claim as without a port.
+    const prismaPool = new Pool({ ...pgConfig, max: PREFETCH + 2, idleTimeoutMillis: 1000 });
+    otherPools.push(prismaPool);
+    const inbox = inboxAdapter(new PrismaPg(prismaPool, { schema }));
+    const prismaOnPool = new PrismaClient({ adapter: inbox });
+    prismas.push(prismaOnPool);
+    await prismaOnPool.$transaction(async (tx) => tx.$queryRawUnsafe('SELECT 1'));
+    const prismaPoolClaimer = new PostgresClaimer({ pool: prismaPool, transactions: prismaTransactions(prismaOnPool, { adapter: inbox }) }, { schema, mode: 'transactional' });
     // The same handlers in each library's own transaction, without twophase (the "alone" rows).
     const otherDrizzle = drizzle(otherPool);
     const pgAlone = async (key: string) => {
@@ -377,6 +390,7 @@ async function main(): Promise<void> {
       ['rabbitmq', 'twophase transactional through the TypeORM port (typeormTransactions), its own pool', (queue) => runTwophase(queue, typeormClaimer as unknown as Claimer, typeormInsert as never)],
       ['rabbitmq', 'TypeORM alone (raw amqplib + dataSource.transaction, the same repository insert)', (queue) => runFloor(queue, pool, ledger, PREFETCH, typeormAlone)],
       ['rabbitmq', "twophase transactional through the TypeORM port, the claimer on the DataSource's pool (typeormPool)", (queue) => runTwophase(queue, typeormPoolClaimer as unknown as Claimer, typeormInsert as never)],
+      ['rabbitmq', "twophase transactional through the Prisma port, the claimer on PrismaPg's pool (inboxAdapter)", (queue) => runTwophase(queue, prismaPoolClaimer as unknown as Claimer, prismaInsert as never)],
     ];
     const NATIVE = 1;
     const DRIZZLE = 9;
@@ -391,8 +405,9 @@ async function main(): Promise<void> {
     const TYPEORM = 18;
     const TYPEORM_ALONE = 19;
     const TYPEORM_POOL = 20;
+    const PRISMA_POOL = 21;
     const selected = PORT_ONLY
-      ? [NATIVE, DRIZZLE, KYSELY, TYPEORM_POOL, DRIZZLE_CALLBACK, PRISMA, TYPEORM, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE, TYPEORM_ALONE].map((i) => variants[i]!)
+      ? [NATIVE, DRIZZLE, KYSELY, TYPEORM_POOL, PRISMA_POOL, DRIZZLE_CALLBACK, PRISMA, TYPEORM, PG_ALONE, DRIZZLE_ALONE, PRISMA_ALONE, TYPEORM_ALONE].map((i) => variants[i]!)
       : RABBIT_BATCH_ONLY
         ? [0, 6, FLOOR_BATCH_32, 7, 8, FLOOR_BATCH_100].map((i) => variants[i]!)
         : variants;
@@ -462,6 +477,7 @@ async function main(): Promise<void> {
       prismaVsPrismaAlone: vsAlone(PRISMA, PRISMA_ALONE),
       typeormVsTypeormAlone: vsAlone(TYPEORM, TYPEORM_ALONE),
       typeormPoolVsTypeormAlone: vsAlone(TYPEORM_POOL, TYPEORM_ALONE),
+      prismaPoolVsPrismaAlone: vsAlone(PRISMA_POOL, PRISMA_ALONE),
       // Each library alone against the same handler on twophase's transactional mode without a port
       // (rate ratio): above 1.1× time per message, the library alone already misses the port's 10 % goal.
       pgAloneVsNative: rate(PG_ALONE, NATIVE),
@@ -479,6 +495,8 @@ async function main(): Promise<void> {
       typeormAddedTimePerMessagePercent: addedPerMessage(TYPEORM),
       typeormPoolPortVsNative: rate(TYPEORM_POOL, NATIVE),
       typeormPoolAddedTimePerMessagePercent: addedPerMessage(TYPEORM_POOL),
+      prismaPoolPortVsNative: rate(PRISMA_POOL, NATIVE),
+      prismaPoolAddedTimePerMessagePercent: addedPerMessage(PRISMA_POOL),
     });
     const report = {
       at: new Date().toISOString(),

@@ -158,7 +158,9 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
    * (`ctx.outbox` where nothing can stage): the deployment must change, so the message is
    * dead-lettered at once (`permanent_error`) and a replay after the fix runs it again. The error
    * counts when it is one of these or was caused by one (its `cause`, up to 4 levels: a database
-   * library that wraps the driver's error, as Drizzle does, keeps it there).
+   * library that wraps the driver's error, as Drizzle does, keeps it there). So does an error with
+   * the code `TRANSACTION_MISUSE` (a transactional claimer refused a BEGIN, COMMIT or ROLLBACK sent
+   * through `ctx.transaction`): Prisma rebuilds a driver's error as its own, keeping only the code.
    */
   protected isPermanent(error: unknown): boolean {
     let current: unknown = error;
@@ -168,7 +170,8 @@ export abstract class ConsumerBase<TBody = unknown, TTransaction = undefined> im
         current instanceof InvalidMessageError ||
         current instanceof InvalidDispositionError ||
         current instanceof TransactionUnavailableError ||
-        current instanceof OutboxNotAvailableError
+        current instanceof OutboxNotAvailableError ||
+        (current as { code?: unknown }).code === 'TRANSACTION_MISUSE'
       ) {
         return true;
       }

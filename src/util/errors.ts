@@ -23,6 +23,8 @@ export type TwophaseErrorCode =
   | 'IN_PROGRESS'
   | 'PREVIOUS_ATTEMPT_FAILED'
   | 'TRANSACTION_UNAVAILABLE'
+  // A transactional claimer refused a BEGIN, COMMIT or ROLLBACK sent through ctx.transaction.
+  | 'TRANSACTION_MISUSE'
   | 'OUTBOX_NOT_AVAILABLE'
   | 'OUTBOX_NO_TRANSACTION'
   | 'INVALID_OUTBOX_MESSAGE'

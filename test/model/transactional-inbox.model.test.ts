@@ -319,7 +319,10 @@ const CRASH_AND_LOST_ACK: Step[] = [
  *   repository) on `ctx.transaction`.
  * - `typeorm-pool`: TypeORM with the claimer on the DataSource's own pool (`typeormPool`): the
  *   claim runs as without a port, and the effect is written with a repository of the
- *   `EntityManager` the port built over the claim's client.
+ *   `EntityManager` the port built over the claim's client; `prisma-pool`: Prisma on
+ *   `inboxAdapter(new PrismaPg(pool))` with the claimer on that pool: the claim runs as without a
+ *   port, and the effect is written with Prisma's model on the interactive transaction entered
+ *   over the claim's client.
  * The history is the same; only the effect's statement and the way to find the transaction's
  * session differ.
  */
@@ -356,8 +359,8 @@ async function setUpFlavor(name: FlavorName, f: SchemaFixture, effects: string):
       close: async () => undefined,
     };
   }
-  if (name === 'typeorm-pool') {
-    // The claimer on the DataSource's own pool, the port whole: every claim takes overPoolClient.
+  if (name === 'typeorm-pool' || name === 'prisma-pool') {
+    // The claimer on the library's own pool, the port whole: every claim takes overPoolClient.
     const lib = await ormUnderTest(name, f.schema, ORM_POOL_SIZE);
     const claimer = new PostgresClaimer({ pool: lib.claimerPool!, logger: silentLogger, transactions: lib.port }, { schema: f.schema, ...CLAIMER_OPTIONS });
     const write = async (tx: unknown, key: string, fence: number) => {
@@ -377,7 +380,7 @@ async function setUpFlavor(name: FlavorName, f: SchemaFixture, effects: string):
   return { claimer: withPort(port), write: async (tx, key, fence) => void (await port.query(tx, insert, [key, fence])), pid: pidThrough(port), close: async () => undefined };
 }
 
-const ALL_FLAVORS: readonly FlavorName[] = ['native', 'pg', 'drizzle', 'drizzle-callback', 'prisma', 'kysely', 'typeorm', 'typeorm-pool'];
+const ALL_FLAVORS: readonly FlavorName[] = ['native', 'pg', 'drizzle', 'drizzle-callback', 'prisma', 'prisma-pool', 'kysely', 'typeorm', 'typeorm-pool'];
 /** The flavors this run checks: every one by default; TWOPHASE_MODEL_FLAVORS=native,prisma to choose. */
 const FLAVORS = (process.env.TWOPHASE_MODEL_FLAVORS?.split(',') ?? ALL_FLAVORS) as FlavorName[];
 for (const name of FLAVORS) if (!ALL_FLAVORS.includes(name)) throw new Error(`TWOPHASE_MODEL_FLAVORS: unknown flavor "${name}" (known: ${ALL_FLAVORS.join(', ')})`);

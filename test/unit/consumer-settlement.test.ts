@@ -249,6 +249,19 @@ describe('settlement table', () => {
     expect(await consumer.dispatch(transient)).toMatchObject({ action: 'requeue', reason: 'retry', attempt: 1 });
   });
 
+  test("an error rebuilt with only the refused statement's code (TRANSACTION_MISUSE, as Prisma rebuilds it) is dead-lettered at the first attempt; another code is retried", async () => {
+    const claimer = new InMemoryClaimer();
+    const rebuilt = (code: string) => Object.assign(new Error('Invalid `prisma.$executeRawUnsafe()` invocation: COMMIT refused on ctx.transaction'), { name: 'PrismaClientKnownRequestError', code });
+    const consumer = new FnConsumer({ ...fastOptions(claimer), maxAttempts: 5 }, async (m) => {
+      throw rebuilt(m.key.endsWith('misuse') ? 'TRANSACTION_MISUSE' : 'P2002');
+    });
+    const misuse = recordingDelivery({ key: 'misuse' });
+    expect(await consumer.dispatch(misuse)).toMatchObject({ action: 'reject', reason: 'permanent_error', attempt: 1 });
+    expect(misuse.calls).toEqual([{ op: 'reject', info: expect.objectContaining({ reason: 'permanent_error', attempts: 1, errorType: 'PrismaClientKnownRequestError' }) }]);
+    const other = recordingDelivery({ key: 'unique-violation' });
+    expect(await consumer.dispatch(other)).toMatchObject({ action: 'requeue', reason: 'retry', attempt: 1 });
+  });
+
   test('handler returned reject(reason): dead-letter with that reason, then release', async () => {
     const { consumer, types } = setup(async () => reject('unknown_account'));
     const d = recordingDelivery({ key: 'acct' });

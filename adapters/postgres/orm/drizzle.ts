@@ -18,7 +18,7 @@ import { type NodePgDatabase, NodePgSession, NodePgTransaction } from 'drizzle-o
 import type { PoolClient } from 'pg';
 import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
 import { checkPeerVersion } from '../../../src/adapter-kit';
-import type { PoolClientTransactions, SqlRow, TransactionPort } from '../transaction-port';
+import type { WrappedPoolClient, SqlRow, TransactionPort } from '../transaction-port';
 
 /**
  * What `drizzleTransactions` needs of a Drizzle database: its `transaction` method. Structural, so
@@ -103,7 +103,7 @@ interface SessionInternals {
  * given client instead of a client Drizzle borrows. `is` (not `instanceof`) recognises a session
  * of either of Drizzle's CommonJS and ESM copies.
  */
-function overPoolClient<Tx>(db: DrizzleDatabase): { overPoolClient?: PoolClientTransactions<Tx> } {
+function overPoolClient<Tx>(db: DrizzleDatabase): { overPoolClient?: WrappedPoolClient<Tx> } {
   const session = (db as { session?: unknown }).session;
   if (!is(session, NodePgSession)) return {};
   const internals = session as unknown as SessionInternals;

@@ -31,7 +31,7 @@ import type { PoolClient } from 'pg';
 import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
 import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
 import { TransactionMisuseError } from '../errors';
-import type { PoolClientTransactions, SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
+import type { WrappedPoolClient, SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
 import { ignoreClientErrors } from './pool-client-errors';
 
 export { SUPPORTED_RANGE };
@@ -96,7 +96,7 @@ class KyselyTransactionPort<DB> implements TransactionPort<Transaction<DB>> {
 
   constructor(
     private readonly db: Kysely<DB>,
-    readonly overPoolClient: PoolClientTransactions<Transaction<DB>> | undefined,
+    readonly overPoolClient: WrappedPoolClient<Transaction<DB>> | undefined,
   ) {}
 
   transaction<T>(work: (tx: Transaction<DB>) => Promise<T>, _limits: TransactionLimits): Promise<T> {
@@ -113,7 +113,7 @@ class KyselyTransactionPort<DB> implements TransactionPort<Transaction<DB>> {
  * `overPoolClient` of `db` over `pool`, or undefined (after one warning) when this Kysely lacks
  * the public methods it is built from.
  */
-function overPoolClient<DB>(db: Kysely<DB>, pool: import('pg').Pool, logger: Pick<Logger, 'warn'>): PoolClientTransactions<Transaction<DB>> | undefined {
+function overPoolClient<DB>(db: Kysely<DB>, pool: import('pg').Pool, logger: Pick<Logger, 'warn'>): WrappedPoolClient<Transaction<DB>> | undefined {
   const executor = typeof (db as { getExecutor?: unknown }).getExecutor === 'function' ? (db.getExecutor() as QueryExecutor | undefined) : undefined;
   if (typeof executor?.withConnectionProvider !== 'function' || typeof SingleConnectionProvider !== 'function' || typeof KyselyTransaction !== 'function') {
     logger.warn(

@@ -27,14 +27,24 @@ import { SUPPORTED_RANGE } from './prisma-peer';
 import { ConfigurationError, consoleWarnLogger, type Logger } from '../../../src';
 import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
 import type { ITXClientDenyList } from '@prisma/client/runtime/client';
-import type { SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
+import type { PoolClient } from 'pg';
+import type { EnteredPoolClient, EnteredTransaction, SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
+import { type InboxAdapter, inboxAdapter, isInboxAdapter, startOnClaim } from './prisma-inbox-adapter';
 
-export { SUPPORTED_RANGE };
+export { SUPPORTED_RANGE, inboxAdapter, type InboxAdapter };
 
 /** Options of {@link prismaTransactions}. */
 export interface PrismaTransactionsOptions {
   /** Where a version warning goes (`@prisma/client` outside ^7). Default: the core's `consoleWarnLogger`. */
   readonly logger?: Pick<Logger, 'warn'>;
+  /**
+   * The driver adapter `prisma` was built with, when it is {@link inboxAdapter}`(new PrismaPg(pool))`.
+   * A claimer on that same `pool` then runs each claim's transaction on its own connection, with
+   * Prisma's interactive transaction inside it (3 round trips a message instead of 6); on another
+   * pool, or without this option, the claim runs inside `prisma.$transaction` on Prisma's connection.
+   * Default: none.
+   */
+  readonly adapter?: InboxAdapter;
 }
 
 /** What the port needs of a `PrismaClient` (generated or extended with `$extends`). */
@@ -72,15 +82,67 @@ export function prismaTransactions<Client extends PrismaTransactionHost>(prisma:
   if (typeof host?.$transaction !== 'function' || typeof host.$queryRawUnsafe !== 'function') {
     throw new ConfigurationError('prismaTransactions(prisma): prisma must be a PrismaClient (it has no $transaction / $queryRawUnsafe)');
   }
-  checkKnownOptions('prismaTransactions options', options, ['logger']);
+  checkKnownOptions('prismaTransactions options', options, ['logger', 'adapter']);
+  if (options.adapter !== undefined && !isInboxAdapter(options.adapter)) {
+    throw new ConfigurationError('prismaTransactions(prisma, { adapter }): adapter must be what inboxAdapter(new PrismaPg(pool)) returned, the one the PrismaClient was built with');
+  }
   checkPeerVersion('@prisma/client', SUPPORTED_RANGE, options.logger ?? consoleWarnLogger);
-  return new PrismaTransactionPort<PrismaTransactionClient<Client>>(prisma as unknown as PrismaCalls<PrismaTransactionClient<Client>>);
+  return new PrismaTransactionPort<PrismaTransactionClient<Client>>(prisma as unknown as PrismaCalls<PrismaTransactionClient<Client>>, options.adapter);
 }
+
+/** Why twophase left Prisma's callback without committing (never reaches the user). */
+class ClaimReleased extends Error {}
 
 class PrismaTransactionPort<Tx> implements TransactionPort<Tx> {
   readonly name = 'prisma';
+  readonly overPoolClient: EnteredPoolClient<Tx> | undefined;
 
-  constructor(private readonly prisma: PrismaCalls<Tx>) {}
+  constructor(
+    private readonly prisma: PrismaCalls<Tx>,
+    adapter: InboxAdapter | undefined,
+  ) {
+    this.overPoolClient = adapter === undefined ? undefined : { pool: adapter.pool, enter: (client, limits) => this.enter(client, limits) };
+  }
+
+  /**
+   * `prisma.$transaction(callback)` started on the claim's `client` (see prisma-inbox-adapter.ts):
+   * resolves when the callback holds `tx`; the callback then waits for `leave`. Rejects with a
+   * ConfigurationError when Prisma's transaction did not take `client` (a PrismaClient built
+   * without the adapter), after Prisma rolled its own transaction back.
+   */
+  private enter(client: PoolClient, limits: TransactionLimits): Promise<EnteredTransaction<Tx>> {
+    return new Promise((resolve, reject) => {
+      let open!: (commit: boolean) => void;
+      const left = new Promise<void>((commit, release) => {
+        open = (ok) => (ok ? commit() : release(new ClaimReleased('released')));
+      });
+      let entered = false;
+      const run = startOnClaim(client, () =>
+        this.prisma.$transaction(async (tx) => {
+          if (!run.taken()) {
+            throw new ConfigurationError("prismaTransactions(prisma, { adapter }): Prisma's transaction did not start through the adapter; build the PrismaClient with that adapter (new PrismaClient({ adapter }))");
+          }
+          entered = true;
+          resolve({ tx, leave: (commit) => this.leave(run.done, open, commit) });
+          await left;
+        }, { timeout: limits.timeoutMs, maxWait: limits.maxWaitMs }),
+      );
+      run.done.catch((error: unknown) => {
+        if (!entered) reject(error);
+      });
+    });
+  }
+
+  /** Lets the callback return (`commit`) or throw, then waits for Prisma to let go. */
+  private async leave(done: Promise<unknown>, open: (commit: boolean) => void, commit: boolean): Promise<void> {
+    open(commit);
+    try {
+      await done;
+    } catch (error) {
+      if (!commit) return;
+      throw new Error(this.rolledBackBy(error) ?? (error as Error)?.message ?? String(error), { cause: error });
+    }
+  }
 
   transaction<T>(work: (tx: Tx) => Promise<T>, limits: TransactionLimits): Promise<T> {
     return this.prisma.$transaction((tx) => work(tx), { timeout: limits.timeoutMs, maxWait: limits.maxWaitMs });

@@ -26,7 +26,7 @@ import { checkKnownOptions, checkPeerVersion } from '../../../src/adapter-kit';
 import { TransactionMisuseError } from '../errors';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { Pool, PoolClient } from 'pg';
-import type { PoolClientTransactions, SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
+import type { WrappedPoolClient, SqlRow, TransactionLimits, TransactionPort } from '../transaction-port';
 
 export { SUPPORTED_RANGE };
 
@@ -100,7 +100,7 @@ interface RunnerInternals {
 
 class TypeormTransactionPort implements TransactionPort<EntityManager> {
   readonly name = 'typeorm';
-  readonly overPoolClient: PoolClientTransactions<EntityManager>;
+  readonly overPoolClient: WrappedPoolClient<EntityManager>;
 
   constructor(private readonly dataSource: DataSource) {
     this.overPoolClient = {

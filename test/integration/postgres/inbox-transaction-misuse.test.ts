@@ -6,10 +6,13 @@
  */
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { sql } from 'drizzle-orm';
-import type { Pool } from 'pg';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { Pool } from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
 import { ack, type ConsumerEvent, type ConsumerOptions } from '../../../src';
 import { drizzleTransactions, type DrizzleTransaction } from '../../../adapters/postgres/orm/drizzle';
+import { inboxAdapter, prismaTransactions, type PrismaTransactionClient } from '../../../adapters/postgres/orm/prisma';
+import { PrismaClient } from '../../support/prisma/generated/client';
 import { typeormPool, typeormTransactions } from '../../../adapters/postgres/orm/typeorm';
 import { pgConfig } from './support/pg-helpers';
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
@@ -83,23 +86,30 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
 
   /**
    * The same COMMIT sent through a library's own transaction object, with the claimer on that
-   * library's pool (the claim as without a port): the library wraps or rethrows the refusal
-   * (Drizzle as the cause of its DrizzleQueryError; TypeORM's query runner rethrows it as is), and
-   * the consumer still dead-letters it at once.
+   * library's pool (the claim as without a port): the library wraps, rethrows or rebuilds the
+   * refusal (Drizzle as the cause of its DrizzleQueryError; TypeORM's query runner rethrows it as
+   * is; Prisma rebuilds it with its code), and the consumer still dead-letters it at once.
    */
-  test.each(['drizzle', 'typeorm'] as const)("a COMMIT sent through %s's transaction object is dead-lettered at once as permanent_error, with no effect", async (library) => {
+  test.each(['drizzle', 'typeorm', 'prisma'] as const)("a COMMIT sent through %s's transaction object is dead-lettered at once as permanent_error, with no effect", async (library) => {
     const broker = new MemoryBroker();
     const queue = `payments-${library}`;
     broker.publish(queue, { body: JSON.stringify({ amount: 1 }), messageId: 'pay-2' });
     const events: ConsumerEvent[] = [];
     let runs = 0;
     let dataSource: DataSource | undefined;
+    let prisma: PrismaClient | undefined;
     let pool: Pool = f.pool;
     let commitThrough: (tx: unknown) => Promise<unknown>;
     let transactions;
     if (library === 'drizzle') {
       transactions = drizzleTransactions(drizzle(f.pool));
       commitThrough = (tx) => (tx as DrizzleTransaction<NodePgDatabase>).execute(sql`COMMIT`);
+    } else if (library === 'prisma') {
+      pool = new Pool(pgConfig({ max: 4 }));
+      const adapter = inboxAdapter(new PrismaPg(pool));
+      prisma = new PrismaClient({ adapter });
+      transactions = prismaTransactions(prisma, { adapter });
+      commitThrough = (tx) => (tx as PrismaTransactionClient<PrismaClient>).$executeRawUnsafe('COMMIT');
     } else {
       const c = pgConfig();
       dataSource = await new DataSource({ type: 'postgres', host: c.host, port: c.port, username: c.user, database: c.database, poolSize: 4 }).initialize();
@@ -122,13 +132,21 @@ describeWithServices(['postgres'], 'transactional inbox: transaction control sen
       expect(broker.deadLetters(queue)[0]!.reason).toMatchObject({ reason: 'permanent_error' });
       const rejected = events.find((e) => e.type === 'rejected') as { reason?: string; attempt?: number; error?: Error } | undefined;
       expect(rejected).toMatchObject({ reason: 'permanent_error', attempt: 1 });
-      const refusal = rejected!.error instanceof TransactionMisuseError ? rejected!.error : rejected!.error?.cause;
-      expect(refusal).toBeInstanceOf(TransactionMisuseError);
+      if (library === 'prisma') {
+        // Prisma rebuilds the refusal as its own error, keeping its code and message.
+        expect(rejected!.error).toMatchObject({ name: 'PrismaClientKnownRequestError', code: 'TRANSACTION_MISUSE' });
+        expect(rejected!.error!.message).toMatch(/COMMIT refused on ctx\.transaction/);
+      } else {
+        const refusal = rejected!.error instanceof TransactionMisuseError ? rejected!.error : rejected!.error?.cause;
+        expect(refusal).toBeInstanceOf(TransactionMisuseError);
+      }
       expect(await f.counts()).toEqual(new Map());
     } finally {
       await consumer?.stop();
       consumer = undefined;
       await dataSource?.destroy();
+      await prisma?.$disconnect();
+      if (library === 'prisma') await pool.end();
     }
   });
 });

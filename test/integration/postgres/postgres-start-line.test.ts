@@ -4,7 +4,9 @@
  */
 import { ack } from '../../../src';
 import { MemoryBroker, MemorySource } from '../../../adapters/memory';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import { PostgresClaimer } from '../../../adapters/postgres';
+import { drizzleTransactions } from '../../../adapters/postgres/orm/drizzle';
 import { describeWithServices } from '../../support/services';
 import { InboxConsumer } from './support/inbox-fixture';
 import { freshSchema, pgUrl, type SchemaFixture } from './support/pg-helpers';
@@ -81,6 +83,32 @@ describeWithServices(['postgres', 'redis'], 'consumer start line with a Postgres
       expect(await run(small, 'standalone', 8)).toEqual([]);
     } finally {
       await small.end();
+    }
+  });
+
+  test("a transaction port whose library sends through another pool than the claimer's: one warning at start naming the library and the fix; none when the pools are the same", async () => {
+    const { Pool } = await import('pg');
+    const other = new Pool({ connectionString: pgUrl(), max: 2 });
+    try {
+      const run = async (libraryPool: InstanceType<typeof Pool>) => {
+        const warnings: { obj: object; msg?: string }[] = [];
+        const logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (obj: object, msg?: string) => void warnings.push({ obj, msg }) };
+        const claimer = new PostgresClaimer({ pool: f.pool, logger, transactions: drizzleTransactions(drizzle(libraryPool)) }, { schema: f.schema, mode: 'transactional' });
+        const consumer = new InboxConsumer(
+          { name: 'orders', claimer: claimer as never, source: new MemorySource({ broker: new MemoryBroker(), queue: 'orders' }), leaseTtlMs: 5000, doneTtlMs: 60_000, concurrency: 2, logger },
+          async () => ack(),
+        );
+        await consumer.start();
+        await consumer.stop();
+        return warnings.filter((w) => /another pg Pool/.test(w.msg ?? ''));
+      };
+      const warned = await run(other);
+      expect(warned).toHaveLength(1);
+      expect(warned[0]!.obj).toMatchObject({ consumer: 'orders' });
+      expect(warned[0]!.msg).toMatch(/^PostgresClaimer: drizzle sends through another pg Pool than the claimer's, so each claim runs inside drizzle's own transaction.*give the claimer the Pool the library sends through/);
+      expect(await run(f.pool)).toEqual([]);
+    } finally {
+      await other.end();
     }
   });
 });

@@ -14,12 +14,13 @@ import { PrismaClient } from '../../../support/prisma/generated/client';
 import { describeWithServices } from '../../../support/services';
 import { createEffectTable, describePortContract, effectCount } from '../support/port-contract';
 import { freshSchema } from '../support/pg-helpers';
-import { prismaOn, prismaUnderTest, type PrismaTx } from '../support/orm-libraries';
+import { ormUnderTest, type OrmUnderTest, prismaOn, prismaUnderTest, type PrismaTx } from '../support/orm-libraries';
 import { describeClaimerThroughOrm } from '../support/orm-claimer-suite';
 
 describeWithServices(['postgres'], 'twophase/prisma', () => {
   describePortContract<PrismaTx>('orm_more_prisma', 'prisma', (f) => prismaUnderTest(f.schema));
   describeClaimerThroughOrm('prisma');
+  describeClaimerThroughOrm('prisma-pool');
 
   test("Prisma's interactive-transaction timeout is limits.timeoutMs: a transaction open longer is closed by Prisma and its write rolled back", async () => {
     const f = await freshSchema('orm_more_prisma_timer');
@@ -51,15 +52,16 @@ describeWithServices(['postgres'], 'twophase/prisma', () => {
     }
   });
 
-  test("a handler busy past Prisma's timer (the lease plus operationTimeoutMs): the commit rejects with TransactionAbortedError naming the lease, in twophase's words; nothing is applied", async () => {
+  test.each(['prisma', 'prisma-pool'] as const)("%s: a handler busy past Prisma's timer (the lease plus operationTimeoutMs): the commit rejects with TransactionAbortedError naming the lease, in twophase's words; nothing is applied or left open", async (name) => {
     const f = await freshSchema('orm_more_prisma_expired');
-    const prisma = prismaOn(f.schema);
+    const lib = (await ormUnderTest(name, f.schema)) as unknown as OrmUnderTest<PrismaTx>;
     try {
       await createEffectTable(f.pool, f.schema);
-      const claimer = new PostgresClaimer({ pool: f.pool, logger: silentLogger, transactions: prismaTransactions(prisma) }, { schema: f.schema, mode: 'transactional', operationTimeoutMs: 1000 });
-      await prisma.$queryRawUnsafe('SELECT 1'); // connected before the claim's 1000 ms wait starts
+      const claimer = new PostgresClaimer({ pool: lib.claimerPool ?? f.pool, logger: silentLogger, transactions: lib.port }, { schema: f.schema, mode: 'transactional', operationTimeoutMs: 1000 });
+      await lib.port.transaction((tx) => tx.$queryRawUnsafe('SELECT 1'), { timeoutMs: 5000, maxWaitMs: 5000 }); // connected before the claim's 1000 ms wait starts
       const claim = await claimer.claim('busy-1', { leaseTtlMs: 400, doneTtlMs: 60_000 });
       if (claim.state !== 'acquired') throw new Error(`expected acquired, got ${claim.state}`);
+      lib.checkClaimTransaction?.(claim.receipt.transaction as PrismaTx);
       const tx = claim.receipt.transaction as PrismaTx;
       await tx.effect.create({ data: { key: 'busy-1', amount: 1 } });
       // Short statements back to back: never idle for the lease, no statement as long as it, so
@@ -79,8 +81,13 @@ describeWithServices(['postgres'], 'twophase/prisma', () => {
       expect(message).toMatch(/raise leaseTtlMs\); nothing was applied$/);
       expect(message).not.toMatch(/queryRawUnsafe|interactive transaction timeout/);
       expect(await effectCount(f.pool, f.schema, 'busy-1')).toBe(0);
+      const open = await f.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state LIKE 'idle in transaction%' AND datname = current_database() AND query LIKE '%${f.schema}%'`);
+      expect(open.rows[0]!.n).toBe(0);
+      const next = await claimer.claim('busy-1', { leaseTtlMs: 5000, doneTtlMs: 60_000 });
+      expect(next).toMatchObject({ state: 'acquired', attempt: 2 });
+      await next.receipt.release();
     } finally {
-      await prisma.$disconnect();
+      await lib.close();
       await f.cleanup();
     }
   });

@@ -4,7 +4,6 @@
  * a pool of its own (the claim inside `dataSource.transaction`) and on the DataSource's own pool
  * (`typeorm-pool`: the claim without a port, `overPoolClient`); what that path sends and refuses.
  */
-import type { PoolClient } from 'pg';
 import { DataSource, type EntityManager } from 'typeorm';
 import { ConfigurationError, runOnce } from '../../../../src';
 import { PostgresClaimer, TransactionAbortedError, TransactionMisuseError, type TransactionReceipt } from '../../../../adapters/postgres';
@@ -13,6 +12,7 @@ import { describeWithServices } from '../../../support/services';
 import { silentLogger } from '../../redis/support/redis-helpers';
 import { freshSchema, pgConfig, type SchemaFixture } from '../support/pg-helpers';
 import { describePortContract, createEffectTable } from '../support/port-contract';
+import { recordStatements, type StatementLog } from '../support/statement-log';
 import { describeClaimerThroughOrm } from '../support/orm-claimer-suite';
 import { EffectEntity, typeormUnderTest } from '../support/orm-libraries';
 
@@ -37,10 +37,8 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
     let f: SchemaFixture;
     let dataSource: DataSource;
     let claimer: PostgresClaimer<EntityManager>;
-    /** The statements the clients of TypeORM's pool sent, in order (counted at each client's `query`). */
-    let sent: string[];
-    /** The client that sent each of `sent`. */
-    let senders: object[];
+    /** What the clients of TypeORM's pool sent, in order. */
+    let log: StatementLog;
     beforeEach(async () => {
       f = await freshSchema('ormfast_typeorm');
       await createEffectTable(f.pool, f.schema);
@@ -48,19 +46,7 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
       dataSource = await new DataSource({ type: 'postgres', host: c.host, port: c.port, username: c.user, database: c.database, schema: f.schema, entities: [EffectEntity], poolSize: 4 }).initialize();
       const pool = typeormPool(dataSource);
       claimer = new PostgresClaimer({ pool, logger: silentLogger, transactions: typeormTransactions(dataSource) }, { schema: f.schema, mode: 'transactional' });
-      sent = [];
-      senders = [];
-      const counted = new WeakSet<object>();
-      pool.on('acquire', (client: PoolClient) => {
-        if (counted.has(client)) return;
-        counted.add(client);
-        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-        (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-          sent.push(String(typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text).trim().toLowerCase());
-          senders.push(client);
-          return query(...args);
-        };
-      });
+      log = recordStatements(pool);
     });
     afterEach(async () => {
       await f.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state LIKE 'idle in transaction%' AND query LIKE '%${f.schema}%'`);
@@ -76,8 +62,7 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
 
     test("the claim runs as without a port: three statements a message on one client of TypeORM's pool, none of them TypeORM's START TRANSACTION or COMMIT; a repository save in the handler commits with the claim", async () => {
       await claimer.ready();
-      sent = [];
-      senders = [];
+      log.clear();
       const receipt = await acquire('t1');
       const saved = await receipt.transaction.getRepository(EffectEntity).save({ key: 't1', amount: receipt.fencingToken });
       expect(saved.id).toBeGreaterThan(0);
@@ -85,10 +70,10 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
       await receipt.commit({ ok: 1 });
       expect(await count()).toBe(1);
       // The claim (with its BEGIN), the handler's INSERT, the completion (with its COMMIT), on one client.
-      expect(sent).toHaveLength(3);
-      expect(new Set(senders).size).toBe(1);
-      expect(sent[1]).toMatch(/^insert into/);
-      expect(sent.filter((q) => /^(start transaction|commit|begin)$/.test(q))).toEqual([]);
+      expect(log.sent).toHaveLength(3);
+      expect(new Set(log.senders).size).toBe(1);
+      expect(log.sent[1]).toMatch(/^insert into/);
+      expect(log.sent.filter((q) => /^(start transaction|commit|begin)$/.test(q))).toEqual([]);
       expect(await claimer.claim('t1', OPTIONS)).toMatchObject({ state: 'done', result: { ok: 1 } });
     });
 
@@ -105,7 +90,7 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
       await receipt.commit();
       const keys = (await f.pool.query<{ key: string }>(`SELECT key FROM ${f.schema}.effect ORDER BY key`)).rows.map((r) => r.key);
       expect(keys).toEqual(['t2', 't2-kept']);
-      expect(sent.filter((q) => q.startsWith('savepoint') || q.startsWith('rollback to savepoint') || q.startsWith('release savepoint'))).toHaveLength(4);
+      expect(log.sent.filter((q) => q.startsWith('savepoint') || q.startsWith('rollback to savepoint') || q.startsWith('release savepoint'))).toHaveLength(4);
     });
 
     test('a COMMIT through the manager (queryRunner.commitTransaction) is refused: TransactionMisuseError, the claim commit fails, nothing is applied; the next claim writes once', async () => {
@@ -128,7 +113,7 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
 
     test('runOnce: a throwing function rolls its repository write back, TypeORM opens no transaction; the next run commits once', async () => {
       const options = { claimer, scope: { operation: 'typeorm-pool' }, key: 't4', leaseTtlMs: 5000, doneTtlMs: 60_000 };
-      sent = [];
+      log.clear();
       await expect(
         runOnce<null, EntityManager>(options, async ({ transaction }) => {
           await transaction.getRepository(EffectEntity).insert({ key: 't4', amount: 1 });
@@ -136,7 +121,7 @@ describeWithServices(['postgres'], 'twophase/typeorm', () => {
         }),
       ).rejects.toThrow('boom');
       expect(await count()).toBe(0);
-      expect(sent.filter((q) => q === 'start transaction')).toEqual([]);
+      expect(log.sent.filter((q) => q === 'start transaction')).toEqual([]);
       const outcome = await runOnce<string, EntityManager>(options, async ({ transaction }) => {
         await transaction.getRepository(EffectEntity).insert({ key: 't4', amount: 2 });
         return 'ok';

@@ -8,15 +8,18 @@ import { Kysely, PostgresDialect, type Generated, type Transaction } from 'kysel
 import { Pool } from 'pg';
 import { DataSource, EntitySchema, type EntityManager } from 'typeorm';
 import { kyselyTransactions } from '../../../../adapters/postgres/orm/kysely';
-import { prismaTransactions, type PrismaTransactionClient } from '../../../../adapters/postgres/orm/prisma';
+import { inboxAdapter, prismaTransactions, type PrismaTransactionClient } from '../../../../adapters/postgres/orm/prisma';
 import { typeormPool, typeormTransactions } from '../../../../adapters/postgres/orm/typeorm';
 import type { TransactionPort } from '../../../../adapters/postgres/transaction-port';
 import { PrismaClient } from '../../../support/prisma/generated/client';
 import { pgConfig, pgUrl } from './pg-helpers';
 
-/** `typeorm-pool`: TypeORM with the claimer on the DataSource's own pool (the path without a port). */
-export type OrmName = 'prisma' | 'kysely' | 'typeorm' | 'typeorm-pool';
-export const ORM_NAMES: readonly OrmName[] = ['prisma', 'kysely', 'typeorm', 'typeorm-pool'];
+/**
+ * `typeorm-pool`: TypeORM with the claimer on the DataSource's own pool; `prisma-pool`: Prisma
+ * through `inboxAdapter(new PrismaPg(pool))` with the claimer on that pool (the path without a port).
+ */
+export type OrmName = 'prisma' | 'prisma-pool' | 'kysely' | 'typeorm' | 'typeorm-pool';
+export const ORM_NAMES: readonly OrmName[] = ['prisma', 'prisma-pool', 'kysely', 'typeorm', 'typeorm-pool'];
 
 /** One library on one schema. */
 export interface OrmUnderTest<Tx> {
@@ -49,6 +52,52 @@ export async function prismaUnderTest(schema: string, max = POOL_SIZE): Promise<
       await tx.effect.create({ data: { key, amount } });
     },
     close: () => prisma.$disconnect(),
+  };
+}
+
+/** Every transaction client the `prisma-pool` port's `overPoolClient.enter` handed out. */
+const enteredOverClient = new WeakSet<object>();
+
+/**
+ * Prisma through `inboxAdapter(new PrismaPg(pool))`, the claimer on `pool`. The port's
+ * `overPoolClient.enter` is spied on: `checkClaimTransaction` throws for a claim's `tx` it did not
+ * hand out (the claim ran inside `prisma.$transaction` on Prisma's connection).
+ */
+export async function prismaOnClaimerPoolUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<PrismaTx>> {
+  const pool = new Pool(pgConfig({ max }));
+  const adapter = inboxAdapter(new PrismaPg(pool, { schema }));
+  const prisma = new PrismaClient({ adapter });
+  const port = prismaTransactions(prisma, { adapter });
+  const over = port.overPoolClient;
+  if (over === undefined || !('enter' in over)) throw new Error('prismaTransactions offered no overPoolClient.enter');
+  const spied: TransactionPort<PrismaTx> = {
+    name: port.name,
+    transaction: port.transaction.bind(port),
+    query: port.query.bind(port),
+    rolledBackBy: port.rolledBackBy?.bind(port),
+    overPoolClient: {
+      pool: over.pool,
+      enter: async (client, limits) => {
+        const entered = await over.enter(client, limits);
+        enteredOverClient.add(entered.tx);
+        return entered;
+      },
+    },
+  };
+  return {
+    name: 'prisma-pool',
+    port: spied,
+    claimerPool: pool,
+    writeEffect: async (tx, key, amount) => {
+      await tx.effect.create({ data: { key, amount } });
+    },
+    checkClaimTransaction: (tx) => {
+      if (!enteredOverClient.has(tx)) throw new Error("prisma-pool: ctx.transaction was not entered over the claimer's client (the claim did not take overPoolClient)");
+    },
+    close: async () => {
+      await prisma.$disconnect();
+      await pool.end();
+    },
   };
 }
 
@@ -109,7 +158,8 @@ const builtOverClient = new WeakSet<object>();
 export async function typeormOnItsPoolUnderTest(schema: string, max = POOL_SIZE): Promise<OrmUnderTest<EntityManager>> {
   const dataSource = await typeormDataSource(schema, max);
   const port = typeormTransactions(dataSource);
-  const over = port.overPoolClient!;
+  const over = port.overPoolClient;
+  if (over === undefined || !('wrap' in over)) throw new Error('typeormTransactions offered no overPoolClient.wrap');
   const spied: TransactionPort<EntityManager> = {
     name: port.name,
     transaction: port.transaction.bind(port),
@@ -147,7 +197,9 @@ export async function ormUnderTest(name: OrmName, schema: string, max = POOL_SIZ
   const made =
     name === 'prisma'
       ? await prismaUnderTest(schema, max)
-      : name === 'kysely'
+      : name === 'prisma-pool'
+        ? await prismaOnClaimerPoolUnderTest(schema, max)
+        : name === 'kysely'
         ? await kyselyUnderTest(schema, max)
         : name === 'typeorm'
           ? await typeormUnderTest(schema, max)

@@ -62,7 +62,7 @@ function kyselyOverClaimerPool(pool: Pool): PortUnderTest {
   const db = new Kysely<EffectTables>({ dialect: new PostgresDialect({ pool }) });
   const port = kyselyTransactions(db, { pool, logger: silentLogger });
   const over = port.overPoolClient;
-  if (over === undefined) throw new Error('kyselyTransactions offered no overPoolClient');
+  if (over === undefined || !('wrap' in over)) throw new Error('kyselyTransactions offered no overPoolClient.wrap');
   const spied = {
     ...over,
     wrap: (client: import('pg').PoolClient) => {
