@@ -13,14 +13,14 @@ import { type KeyDigests, keyDigests, sha256 } from './key-digest';
 import { COMPLETION_FUNCTION_VERSION, REQUIRED_PORT_VERSION } from './migrations';
 import { checkDependencyNames, consoleLogger, type PostgresClaimerDependencies, type PostgresClaimerOptions, resolveOptions, type ResolvedPostgresClaimerOptions } from './options';
 import { SUPPORTED_RANGE } from './peer';
-import { borrow } from './pool-client';
+import { borrow, type BorrowedClient } from './pool-client';
 import { claimThroughPort } from './port-lease';
 import { standaloneClaimResult } from './standalone-lease';
 import { checkSchema } from './startup-checks';
 import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements/claim';
 import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
 import { claimInTransaction } from './transaction-lease';
-import type { TransactionPort } from './transaction-port';
+import type { EnteredPoolClient, TransactionPort } from './transaction-port';
 
 const ABSENT: KeyPeek = Object.freeze({ state: 'absent', attempts: 0 });
 
@@ -110,11 +110,15 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
    * Undefined otherwise (see {@link Claimer.startWarning}).
    */
   startWarning(options: { readonly concurrency: number }): string | undefined {
-    if (this.transactions !== undefined) return this.otherPoolWarning(this.transactions);
+    const port = this.transactions;
+    if (port !== undefined && port.overPoolClient?.pool !== this.session.pool) return this.otherPoolWarning(port);
     if (this.options.mode !== 'transactional' || this.options.transactionBatch === 'per-chunk') return undefined;
     const max = (this.session.pool as { options?: { max?: unknown } }).options?.max ?? 10;
     if (typeof max !== 'number' || max >= options.concurrency) return undefined;
-    return `PostgresClaimer (transactional): the pg Pool's max is ${max} but the consumer's concurrency is ${options.concurrency}; each delivery in flight holds a pool client for its whole transaction, so ${options.concurrency - max} of them wait for a client (and other users of the pool wait too). Raise the pool's max to at least ${options.concurrency} or lower concurrency to ${max}`;
+    return (
+      `PostgresClaimer (transactional): the pg Pool's max is ${max} but the consumer's concurrency is ${options.concurrency}; each delivery in flight holds a pool client for its whole transaction, so ${options.concurrency - max} of them wait for a client (and other users of the pool wait too). ` +
+      `Raise the pool's max to at least ${options.concurrency}${port === undefined ? '' : `, plus the connections ${port.name}'s calls outside ctx.transaction take,`} or lower concurrency to ${max}`
+    );
   }
 
   private otherPoolWarning(port: TransactionPort<Tx>): string | undefined {
@@ -135,8 +139,12 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
   /**
    * Checks that the inbox table exists with the expected shape (called by the consumer's
    * `start()`); fails closed.
+   * With a port whose library enters its transaction over the claimer's own clients
+   * ({@link EnteredPoolClient}, Prisma's `inboxAdapter`), also enters and leaves it once in an
+   * empty transaction, so a wiring that cannot run a claim fails here, not at every delivery.
    * @throws SchemaMismatchError when a migration is missing or the table differs
    * @throws ClaimerUnavailableError when PostgreSQL cannot be reached within `readyTimeoutMs`
+   * @throws ConfigurationError when the port's library cannot enter its transaction over the claimer's client
    */
   async ready(): Promise<void> {
     const what = 'ready';
@@ -144,6 +152,8 @@ export class PostgresClaimer<Tx = PoolClient> implements Claimer {
     try {
       const applied = await checkSchema(borrowed.client, this.options.schemaName, this.options.schema, this.options.tenantOf !== undefined, this.transactions ? [REQUIRED_PORT_VERSION] : []);
       this.session.completesInFunction = applied.includes(COMPLETION_FUNCTION_VERSION);
+      const over = this.transactions?.overPoolClient;
+      if (over !== undefined && 'enter' in over && over.pool === this.session.pool) await enterOnce(borrowed, over, this.options.readyTimeoutMs);
     } catch (error) {
       borrowed.noteError(error);
       throw toClaimerError(error, what);
@@ -271,3 +281,17 @@ function fingerprintDigest(options: ClaimOptions): Buffer | null {
   return options.fingerprint === undefined ? null : sha256(options.fingerprint);
 }
 
+/**
+ * Enters and leaves `over`'s library transaction once on `borrowed`'s client, inside a transaction
+ * that is rolled back: what a claim does, with nothing claimed.
+ * @throws the library's or the port's error (a ConfigurationError for a wiring that cannot work)
+ */
+async function enterOnce(borrowed: BorrowedClient, over: EnteredPoolClient<unknown>, timeoutMs: number): Promise<void> {
+  await borrowed.client.query('BEGIN');
+  try {
+    const entered = await over.enter(borrowed.client, { timeoutMs, maxWaitMs: timeoutMs });
+    await entered.leave(false);
+  } finally {
+    await borrowed.client.query('ROLLBACK');
+  }
+}

@@ -130,7 +130,7 @@ function overClaims<A extends object>(adapter: A): A {
     slot.settle();
     if (isolationLevel !== undefined) {
       throw new ConfigurationError(
-        `inboxAdapter: Prisma asked for isolation level ${isolationLevel}, but a claim's transaction has begun (READ COMMITTED) before Prisma's; ` +
+        `inboxAdapter: Prisma asked for isolation level ${isolationLevel}, but the claim's transaction has begun before Prisma's, so its isolation level can no longer be set; ` +
           "remove transactionOptions.isolationLevel from the PrismaClient, or use prismaTransactions(prisma) without the adapter option",
       );
     }

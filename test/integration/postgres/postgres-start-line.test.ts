@@ -86,27 +86,31 @@ describeWithServices(['postgres', 'redis'], 'consumer start line with a Postgres
     }
   });
 
-  test("a transaction port whose library sends through another pool than the claimer's: one warning at start naming the library and the fix; none when the pools are the same", async () => {
+  test("a transaction port whose library sends through another pool than the claimer's: one warning at start naming the library and the fix; on the same pool none, unless the pool is smaller than the concurrency", async () => {
     const { Pool } = await import('pg');
     const other = new Pool({ connectionString: pgUrl(), max: 2 });
     try {
-      const run = async (libraryPool: InstanceType<typeof Pool>) => {
+      const run = async (claimerPool: InstanceType<typeof Pool>, libraryPool: InstanceType<typeof Pool>, concurrency = 2) => {
         const warnings: { obj: object; msg?: string }[] = [];
         const logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (obj: object, msg?: string) => void warnings.push({ obj, msg }) };
-        const claimer = new PostgresClaimer({ pool: f.pool, logger, transactions: drizzleTransactions(drizzle(libraryPool)) }, { schema: f.schema, mode: 'transactional' });
+        const claimer = new PostgresClaimer({ pool: claimerPool, logger, transactions: drizzleTransactions(drizzle(libraryPool)) }, { schema: f.schema, mode: 'transactional' });
         const consumer = new InboxConsumer(
-          { name: 'orders', claimer: claimer as never, source: new MemorySource({ broker: new MemoryBroker(), queue: 'orders' }), leaseTtlMs: 5000, doneTtlMs: 60_000, concurrency: 2, logger },
+          { name: 'orders', claimer: claimer as never, source: new MemorySource({ broker: new MemoryBroker(), queue: 'orders' }), leaseTtlMs: 5000, doneTtlMs: 60_000, concurrency, logger },
           async () => ack(),
         );
         await consumer.start();
         await consumer.stop();
-        return warnings.filter((w) => /another pg Pool/.test(w.msg ?? ''));
+        return warnings.filter((w) => /pg Pool/.test(w.msg ?? ''));
       };
-      const warned = await run(other);
+      const warned = await run(f.pool, other);
       expect(warned).toHaveLength(1);
       expect(warned[0]!.obj).toMatchObject({ consumer: 'orders' });
       expect(warned[0]!.msg).toMatch(/^PostgresClaimer: drizzle sends through another pg Pool than the claimer's, so each claim runs inside drizzle's own transaction.*give the claimer the Pool the library sends through/);
-      expect(await run(f.pool)).toEqual([]);
+      expect(await run(f.pool, f.pool)).toEqual([]);
+      // On the library's own pool the claim holds a client of it, as without a port: the pool-size check applies.
+      const small = await run(other, other, 8);
+      expect(small).toHaveLength(1);
+      expect(small[0]!.msg).toMatch(/pg Pool's max is 2 but the consumer's concurrency is 8.*Raise the pool's max to at least 8, plus the connections drizzle's calls outside ctx.transaction take, or lower concurrency to 2/);
     } finally {
       await other.end();
     }

@@ -6,7 +6,8 @@
  */
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Pool } from 'pg';
-import { ConfigurationError, runOnce } from '../../../../src';
+import { ack, ConfigurationError, runOnce } from '../../../../src';
+import { MemoryBroker, MemorySource } from '../../../../adapters/memory';
 import { PostgresClaimer, TransactionAbortedError, type TransactionReceipt } from '../../../../adapters/postgres';
 import { type InboxAdapter, inboxAdapter, prismaTransactions } from '../../../../adapters/postgres/orm/prisma';
 import { PrismaClient } from '../../../support/prisma/generated/client';
@@ -14,6 +15,8 @@ import { describeWithServices } from '../../../support/services';
 import { silentLogger } from '../../redis/support/redis-helpers';
 import { freshSchema, pgConfig, pgUrl, type SchemaFixture } from '../support/pg-helpers';
 import { createEffectTable } from '../support/port-contract';
+import { InboxConsumer } from '../support/inbox-fixture';
+import { waitFor } from '../../../support/wait';
 import { recordStatements, type StatementLog } from '../support/statement-log';
 import type { PrismaTx } from '../support/orm-libraries';
 
@@ -135,10 +138,40 @@ describeWithServices(['postgres'], 'twophase/prisma: inboxAdapter, the claimer o
     await next.receipt.release();
   });
 
-  test("a PrismaClient set with an isolation level: the claim fails with a ConfigurationError naming the option; the key's lock and attempt are left as before", async () => {
+  /** A consumer of `claimer` on an in-process queue holding one message: its start, then what became of the message. */
+  async function startConsumer(wired: PostgresClaimer<PrismaTx>): Promise<{ started: unknown; deadLetters: number; ran: number }> {
+    const broker = new MemoryBroker();
+    broker.publish('payments', { body: '{}', messageId: 'm-1' });
+    let ran = 0;
+    const consumer = new InboxConsumer({ name: 'payments', claimer: wired as never, source: new MemorySource({ broker, queue: 'payments' }), leaseTtlMs: 5000, doneTtlMs: 60_000, logger: silentLogger }, async () => {
+      ran++;
+      return ack();
+    });
+    const started = await consumer.start().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    if (started === undefined) await waitFor(() => ran === 1, { what: 'the message handled' });
+    await consumer.stop();
+    return { started, deadLetters: broker.deadLetters('payments').length, ran };
+  }
+
+  test('ready() enters and leaves Prisma\'s transaction once: with the right wiring it passes and a consumer runs its message', async () => {
+    await claimer.ready();
+    expect(await openTransactions()).toBe(0);
+    const { started, ran, deadLetters } = await startConsumer(claimer);
+    expect(started).toBeUndefined();
+    expect({ ran, deadLetters }).toEqual({ ran: 1, deadLetters: 0 });
+  });
+
+  test("a PrismaClient set with an isolation level: the consumer's start fails with a ConfigurationError naming the option, dead-lettering nothing; a claim fails the same way, leaving the key's lock and attempt as before", async () => {
     const serializable = new PrismaClient({ adapter, transactionOptions: { isolationLevel: 'Serializable' } });
     try {
       const strict = new PostgresClaimer({ pool, logger: silentLogger, transactions: prismaTransactions(serializable, { adapter }) }, { schema: f.schema, mode: 'transactional' });
+      const { started, deadLetters, ran } = await startConsumer(strict);
+      expect(started).toBeInstanceOf(ConfigurationError);
+      expect((started as Error).message).toMatch(/isolation level SERIALIZABLE.*remove transactionOptions\.isolationLevel/i);
+      expect({ deadLetters, ran }).toEqual({ deadLetters: 0, ran: 0 });
       await expect(strict.claim('i1', OPTIONS)).rejects.toThrow(/isolation level SERIALIZABLE.*remove transactionOptions\.isolationLevel/i);
       expect(await openTransactions()).toBe(0);
       // The key is free, and the failed claim did not count an attempt.
@@ -151,10 +184,14 @@ describeWithServices(['postgres'], 'twophase/prisma: inboxAdapter, the claimer o
     }
   });
 
-  test('a PrismaClient built without the adapter given to prismaTransactions: the claim fails with a ConfigurationError; Prisma rolled its own transaction back', async () => {
+  test("a PrismaClient built without the adapter given to prismaTransactions: the consumer's start fails with a ConfigurationError, dead-lettering nothing; a claim fails the same way; Prisma rolled its own transaction back", async () => {
     const other = new PrismaClient({ adapter: new PrismaPg({ connectionString: pgUrl(), max: 2 }, { schema: f.schema }) });
     try {
       const wrong = new PostgresClaimer({ pool, logger: silentLogger, transactions: prismaTransactions(other, { adapter }) }, { schema: f.schema, mode: 'transactional' });
+      const { started, deadLetters, ran } = await startConsumer(wrong);
+      expect(started).toBeInstanceOf(ConfigurationError);
+      expect((started as Error).message).toMatch(/did not start through the adapter/);
+      expect({ deadLetters, ran }).toEqual({ deadLetters: 0, ran: 0 });
       await expect(wrong.claim('w1', OPTIONS)).rejects.toThrow(/did not start through the adapter; build the PrismaClient with that adapter/);
       expect(await openTransactions()).toBe(0);
       await (await acquire('w1')).release();
