@@ -36,7 +36,7 @@ import { outcomeJson } from './stored-outcome';
 import { countAttempt, forgetAttempts, portClaim, type PortClaimRow, portCompletion } from './statements/port';
 import { uncountAttempt as uncountStatement } from './statements/transaction';
 import { TransactionReceipt } from './transaction-lease';
-import type { SqlRow, TransactionPort } from './transaction-port';
+import { claimLimits, type SqlRow, type TransactionPort } from './transaction-port';
 
 /** How the receipt was settled: what the library's callback does next. */
 type Settlement = { readonly kind: 'commit'; readonly lease: LeaseIdentity; readonly resultJson: string | undefined; readonly doneTtlMs: number } | { readonly kind: 'release' };
@@ -228,7 +228,7 @@ export function claimThroughPort<Tx>(session: ClaimSession, port: TransactionPor
     };
 
     const ended = Promise.resolve()
-      .then(() => port.transaction(work, { timeoutMs: options.leaseTtlMs + opts.operationTimeoutMs, maxWaitMs: opts.operationTimeoutMs }))
+      .then(() => port.transaction(work, claimLimits(options.leaseTtlMs, opts.operationTimeoutMs)))
       .then(
         () => undefined,
         (error: unknown) => {

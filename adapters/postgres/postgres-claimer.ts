@@ -21,6 +21,7 @@ import { type ClaimRow, claimMany as claimManySql, claimOne } from './statements
 import { lockHalves, peekStandalone, peekTransactional } from './statements/peek';
 import { claimInTransaction } from './transaction-lease';
 import type { EnteredPoolClient, TransactionPort } from './transaction-port';
+import { runWithin } from './statement-runner';
 
 const ABSENT: KeyPeek = Object.freeze({ state: 'absent', attempts: 0 });
 
@@ -287,11 +288,12 @@ function fingerprintDigest(options: ClaimOptions): Buffer | null {
  * @throws the library's or the port's error (a ConfigurationError for a wiring that cannot work)
  */
 async function enterOnce(borrowed: BorrowedClient, over: EnteredPoolClient<unknown>, timeoutMs: number): Promise<void> {
-  await borrowed.client.query('BEGIN');
+  const what = 'ready (entering the transaction port)';
+  await runWithin(borrowed, what, 'BEGIN', undefined, timeoutMs);
   try {
     const entered = await over.enter(borrowed.client, { timeoutMs, maxWaitMs: timeoutMs });
     await entered.leave(false);
   } finally {
-    await borrowed.client.query('ROLLBACK');
+    await runWithin(borrowed, what, 'ROLLBACK', undefined, timeoutMs);
   }
 }

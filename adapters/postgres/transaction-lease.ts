@@ -38,7 +38,7 @@ import * as settle from './statements/settle';
 import { attemptAndBegin, attemptAndClaim, type BeginAttemptRow, completeCall, completeCommitUnlock, completeInsert, completeStatement, endAttempt, uncountAttempt } from './statements/transaction';
 import { standaloneClaimResult } from './standalone-lease';
 import { outcomeJson } from './stored-outcome';
-import type { EnteredPoolClient, EnteredTransaction, PoolClientTransactions, TransactionLimits } from './transaction-port';
+import { claimLimits, type EnteredPoolClient, type EnteredTransaction, type PoolClientTransactions, type TransactionLimits } from './transaction-port';
 import { PostgresOutboxWriter, type SqlExecutor } from './outbox-staging';
 
 /**
@@ -274,7 +274,7 @@ export async function claimInTransaction(
       const fence = Number((replies[replies.length - 1]!.rows[0] as { fencing_token: string }).fencing_token);
       const tx = new TransactionLease(session, borrowed, tenant, digests, key, fingerprint, begun.attempts, over !== undefined && 'wrap' in over ? (client) => over.wrap(client) : undefined);
       leased = true;
-      if (over !== undefined && 'enter' in over) await tx.enterLibrary(over, { timeoutMs: options.leaseTtlMs + opts.operationTimeoutMs, maxWaitMs: opts.operationTimeoutMs }, what);
+      if (over !== undefined && 'enter' in over) await tx.enterLibrary(over, claimLimits(options.leaseTtlMs, opts.operationTimeoutMs), what);
       const lease = { key, ownerToken: owner, fencingToken: fence };
       return { state: 'acquired', attempt: begun.attempts, receipt: new TransactionReceipt(lease, tx, options.doneTtlMs, opts.maxResultBytes, opts.schema) };
     }

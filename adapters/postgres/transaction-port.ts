@@ -42,6 +42,11 @@ export interface TransactionLimits {
   readonly maxWaitMs: number;
 }
 
+/** The limits of a claim's transaction: open at most the lease plus `operationTimeoutMs`, waiting at most `operationTimeoutMs` for a connection. */
+export function claimLimits(leaseTtlMs: number, operationTimeoutMs: number): TransactionLimits {
+  return { timeoutMs: leaseTtlMs + operationTimeoutMs, maxWaitMs: operationTimeoutMs };
+}
+
 /**
  * A database library's transaction, as twophase uses it.
  * @typeParam Tx - the library's transaction object, handed to the handler as `ctx.transaction`

@@ -86,8 +86,7 @@ export function inboxAdapter(factory: SqlDriverAdapterFactory): InboxAdapter {
     get(target, property) {
       if (property === 'pool') return pool;
       if (property === 'connect') return async () => overClaims(await target.connect());
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return forwarded(target, property);
     },
   });
   built.add(wrapped);
@@ -154,8 +153,7 @@ function overClaims<A extends object>(adapter: A): A {
           return startOnSlot(slot, isolationLevel);
         };
       }
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return forwarded(target, property);
     },
   });
 }
@@ -189,6 +187,12 @@ function claimConnection(client: PoolClient): ClaimConnection {
     // twophase returns the client to the pool after its COMMIT or ROLLBACK.
     release: () => undefined,
   };
+}
+
+/** `target`'s own `property`, a method bound to `target`: what a Proxy that changes one member forwards. */
+function forwarded(target: object, property: string | symbol): unknown {
+  const value: unknown = Reflect.get(target, property, target);
+  return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
 }
 
 function internalsChanged(what: string): ConfigurationError {
