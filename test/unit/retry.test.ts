@@ -96,30 +96,49 @@ describe('retry', () => {
   });
 });
 
-/** The timers that keep this process alive (Node lists only ref'd timers as 'Timeout'). */
-const liveTimers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+/**
+ * The timers of `ms` that `run` creates, each checked as the test asks: `hasRef()` says whether it
+ * keeps the process alive. Other timers of the process (which may start or end meanwhile) are not
+ * counted.
+ */
+function timersOf(ms: number): { readonly made: NodeJS.Timeout[]; restore(): void } {
+  const made: NodeJS.Timeout[] = [];
+  const original = global.setTimeout;
+  const spy = jest.spyOn(global, 'setTimeout').mockImplementation(((fn: () => void, delay?: number, ...args: unknown[]) => {
+    const timer = (original as (...a: unknown[]) => NodeJS.Timeout)(fn, delay, ...args);
+    if (delay === ms) made.push(timer);
+    return timer;
+  }) as typeof setTimeout);
+  return { made, restore: () => spy.mockRestore() };
+}
 
 describe('pauses and the process lifetime', () => {
   test('a pending sleep does not keep the process alive; keepProcessAlive does', async () => {
     const controller = new AbortController();
-    const before = liveTimers();
-    const quiet = sleep(60_000, controller.signal).catch(() => undefined);
-    expect(liveTimers()).toBe(before);
-    const held = sleep(60_000, controller.signal, { keepProcessAlive: true }).catch(() => undefined);
-    expect(liveTimers()).toBe(before + 1);
-    controller.abort();
-    await Promise.all([quiet, held]);
-    expect(liveTimers()).toBe(before);
+    const timers = timersOf(60_000);
+    try {
+      const quiet = sleep(60_000, controller.signal).catch(() => undefined);
+      const held = sleep(60_000, controller.signal, { keepProcessAlive: true }).catch(() => undefined);
+      expect(timers.made.map((t) => t.hasRef())).toEqual([false, true]);
+      controller.abort();
+      await Promise.all([quiet, held]);
+    } finally {
+      timers.restore();
+    }
   });
 
   test("a retry's pending pause does not keep the process alive (a store still down after shutdown)", async () => {
     const controller = new AbortController();
-    const before = liveTimers();
-    const { fn } = failing(10);
-    const pending = retry(fn, { backoff: () => 60_000, signal: controller.signal });
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(liveTimers()).toBe(before);
-    controller.abort();
-    await expect(pending).rejects.toBeInstanceOf(ShutdownError);
+    const timers = timersOf(60_000);
+    try {
+      const { fn } = failing(10);
+      const pending = retry(fn, { backoff: () => 60_000, signal: controller.signal });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(timers.made.map((t) => t.hasRef())).toEqual([false]);
+      controller.abort();
+      await expect(pending).rejects.toBeInstanceOf(ShutdownError);
+    } finally {
+      timers.restore();
+    }
   });
 });
